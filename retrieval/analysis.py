@@ -1,0 +1,92 @@
+"""Text analysis compatible with Lucene's EnglishAnalyzer as Anserini uses it.
+
+StandardTokenizer (Unicode word boundaries, approximated by one regex) ->
+EnglishPossessiveFilter -> LowerCaseFilter -> StopFilter (Lucene's English
+stop set) -> PorterStemFilter. Stemming uses NLTK's Porter in
+MARTIN_EXTENSIONS mode, which follows Porter's reference code as Lucene does
+(e.g. technology -> technolog); it is slow per call, so each distinct token
+is analysed once and cached.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from nltk.stem.porter import PorterStemmer
+
+# org.apache.lucene.analysis.en.EnglishAnalyzer.ENGLISH_STOP_WORDS_SET
+LUCENE_ENGLISH_STOPWORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their"
+    " then there these they this to was will with".split()
+)
+
+# Unicode word-boundary rules (UAX #29) as StandardTokenizer applies them to
+# Latin text: letters, digits and underscores run together; "." and
+# apostrophes join letter-letter and digit-digit; ":" joins letters; "," and
+# ";" join digits. So "e.g." -> "e.g", "3.14" -> "3.14", "x-ray" -> x, ray.
+_LETTER = r"[^\W\d_]"
+_TOKEN = re.compile(
+    rf"\w+(?:(?:(?<={_LETTER})[.'\u2019:\u00b7](?={_LETTER})|(?<=\d)[.,;'\u2019](?=\d))\w+)*"
+)
+_HAS_ALNUM = re.compile(r"[^\W_]")
+MAX_TOKEN_LENGTH = 255  # StandardTokenizer splits longer tokens
+
+
+def tokenize(text: str) -> list[str]:
+    """Split text into word tokens the way Lucene's StandardTokenizer does for Latin text."""
+    return _TOKEN.findall(text)
+
+
+class Analyzer:
+    """Turns text into index terms; one instance caches the analysis of each distinct token."""
+
+    def __init__(self, stopwords: bool = True, stemmer: str | None = "porter"):
+        if stemmer not in (None, "porter"):
+            raise ValueError(f"unknown stemmer {stemmer!r}; expected 'porter' or None")
+        self.stopwords = LUCENE_ENGLISH_STOPWORDS if stopwords else frozenset()
+        self.stemmer = stemmer
+        self._porter = PorterStemmer(mode=PorterStemmer.MARTIN_EXTENSIONS)
+        self._cache: dict[str, list[str]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """What the manifest records, so query and index analysis can be checked to agree."""
+        return {"name": "lucene-english", "stopwords": "lucene-english" if self.stopwords else None,
+                "stemmer": self.stemmer, "version": 1}
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> Analyzer:
+        """Rebuild the analyzer an index was built with."""
+        return cls(stopwords=settings.get("stopwords") is not None, stemmer=settings.get("stemmer"))
+
+    def _analyze_token(self, token: str) -> list[str]:
+        if not _HAS_ALNUM.search(token):
+            return []
+        pieces = [token[i:i + MAX_TOKEN_LENGTH] for i in range(0, len(token), MAX_TOKEN_LENGTH)]
+        terms = []
+        for piece in pieces:
+            if len(piece) >= 2 and piece[-1] in "sS" and piece[-2] in "'\u2019\uff07":
+                piece = piece[:-2]  # EnglishPossessiveFilter
+            piece = piece.lower()
+            if not piece or piece in self.stopwords:
+                continue
+            if self.stemmer == "porter":
+                piece = self._porter.stem(piece, to_lowercase=False)
+            terms.append(piece)
+        return terms
+
+    def __call__(self, text: str) -> list[str]:
+        """The index terms of `text`, in order."""
+        cache = self._cache
+        out: list[str] = []
+        for token in _TOKEN.findall(text):
+            terms = cache.get(token)
+            if terms is None:
+                terms = self._analyze_token(token)
+                with self._lock:
+                    cache[token] = terms
+            out.extend(terms)
+        return out

@@ -1,0 +1,170 @@
+"""Named test collections in the data directory, and resolving names or paths.
+
+A collection is named (`cacm`, `scifact`, `vaswani`, `cranfield`) and topics
+and qrels take an optional split (`scifact:train`; the default is the test
+split). Anything that is not a known name is treated as a path.
+
+The data directory comes from `--data-dir`, else `$RETRIEVAL_DATA`, else
+`../shared/data` beside the working directory or beside this checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import tarfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from retrieval.errors import InputError
+from retrieval.formats import read_documents, read_qrels, read_topics
+from retrieval.formats.beir import read_beir_corpus, read_beir_queries
+from retrieval.formats.html import read_html_tarball
+from retrieval.formats.smart import read_cranfield_qrels, read_smart_documents, read_smart_queries
+from retrieval.formats.textfile import decode
+from retrieval.formats.trec import read_trec_documents, read_trec_topics
+from retrieval.types import Document, Qrels, Queries
+
+DATA_ENV = "RETRIEVAL_DATA"
+_override: Path | None = None
+
+
+def set_data_dir(path: str | Path | None) -> None:
+    """Use `path` as the data directory for this process (the `--data-dir` flag)."""
+    global _override
+    _override = Path(path) if path else None
+
+
+def data_dir() -> Path:
+    """Where named collections live: flag, then environment, then ../shared/data."""
+    if _override is not None:
+        return _override
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV])
+    repo = Path(__file__).resolve().parent.parent
+    for candidate in (Path.cwd().parent / "shared" / "data", repo.parent / "shared" / "data"):
+        if candidate.is_dir():
+            return candidate
+    return repo.parent / "shared" / "data"
+
+
+def _tar_member(archive: Path, name: str) -> str:
+    try:
+        with tarfile.open(archive) as tar:
+            return decode(tar.extractfile(name).read(), f"{archive}!{name}")
+    except (KeyError, tarfile.TarError, OSError) as e:
+        raise InputError(f"cannot read {name} from archive ({e})", archive) from None
+
+
+def _beir_split(root: Path, split: str) -> Queries:
+    qrels = read_qrels(root / "qrels" / f"{split}.tsv")
+    queries = read_beir_queries(root / "queries.jsonl")
+    return Queries((q, t) for q, t in queries.items() if q in qrels)
+
+
+@dataclass(frozen=True)
+class Collection:
+    """How to read one named collection's documents, topics and qrels."""
+
+    name: str
+    documents: Callable[[Path], Iterator[Document]]
+    topics: dict[str, Callable[[Path], Queries]]
+    qrels: dict[str, Callable[[Path], Qrels]]
+    remove_query_ids: bool = False  # BEIR: a query's own id is never a hit
+    default_split: str = "test"
+    measures: tuple[str, ...] = field(default=("MAP", "P@30", "nDCG@10"))
+
+
+def _cran(name: str) -> Callable[[Path], str]:
+    return lambda root: _tar_member(root / "cran.tar.gz", name)
+
+
+COLLECTIONS: dict[str, Collection] = {
+    "cacm": Collection(
+        "cacm",
+        documents=lambda root: read_html_tarball(root / "cacm.tar.gz"),
+        topics={"test": lambda root: read_trec_topics(root / "topics.cacm.txt")},
+        qrels={"test": lambda root: read_qrels(root / "qrels.cacm.txt")},
+    ),
+    "scifact": Collection(
+        "scifact",
+        documents=lambda root: read_beir_corpus(root / "corpus.jsonl.gz"),
+        topics={s: (lambda root, s=s: _beir_split(root, s)) for s in ("test", "train")},
+        qrels={s: (lambda root, s=s: read_qrels(root / "qrels" / f"{s}.tsv")) for s in ("test", "train")},
+        remove_query_ids=True,
+        measures=("nDCG@10", "R@100", "R@1000", "MAP"),
+    ),
+    "vaswani": Collection(
+        "vaswani",
+        documents=lambda root: read_trec_documents(root / "doc-text.trec"),
+        topics={"test": lambda root: read_trec_topics(root / "query-text.trec")},
+        qrels={"test": lambda root: read_qrels(root / "qrels")},
+    ),
+    "cranfield": Collection(
+        "cranfield",
+        documents=lambda root: read_smart_documents(root / "cran.tar.gz!cran.all.1400",
+                                                    _cran("cran.all.1400")(root)),
+        topics={"test": lambda root: read_smart_queries(root / "cran.tar.gz!cran.qry",
+                                                        text=_cran("cran.qry")(root))},
+        qrels={"test": lambda root: read_cranfield_qrels(root / "cran.tar.gz!cranqrel",
+                                                         _cran("cranqrel")(root))},
+    ),
+}
+
+
+def split_name(spec: str) -> tuple[str, str | None]:
+    """'scifact:train' -> ('scifact', 'train'); 'cacm' -> ('cacm', None)."""
+    name, _, split = str(spec).partition(":")
+    return name, split or None
+
+
+def named(spec: str | Path) -> Collection | None:
+    """The named collection `spec` refers to, or None when it is a path."""
+    name, _ = split_name(str(spec))
+    return COLLECTIONS.get(name) if not Path(str(spec)).exists() else None
+
+
+def _root(collection: Collection) -> Path:
+    root = data_dir() / collection.name
+    if not root.is_dir():
+        raise InputError(f"collection {collection.name!r} not found in the data directory; set "
+                         f"--data-dir or ${DATA_ENV}", root)
+    return root
+
+
+def _split(collection: Collection, spec: str, table: dict) -> Callable:
+    split = split_name(spec)[1] or collection.default_split
+    if split not in table:
+        raise InputError(f"collection {collection.name!r} has no split {split!r}; expected one of "
+                         + ", ".join(sorted(table)))
+    return table[split]
+
+
+def load_documents(spec: str | Path) -> Iterator[Document]:
+    """Documents of a named collection or a collection file/directory."""
+    collection = named(spec)
+    if collection is None:
+        return read_documents(spec)
+    return collection.documents(_root(collection))
+
+
+def load_topics(spec: str | Path, field: str = "title") -> Queries:
+    """Topics of a named collection (optionally `name:split`) or a topics file."""
+    collection = named(spec)
+    if collection is None:
+        return read_topics(spec, field)
+    return _split(collection, str(spec), collection.topics)(_root(collection))
+
+
+def load_qrels(spec: str | Path) -> Qrels:
+    """Qrels of a named collection (optionally `name:split`) or a qrels file."""
+    collection = named(spec)
+    if collection is None:
+        return read_qrels(spec)
+    return _split(collection, str(spec), collection.qrels)(_root(collection))
+
+
+def describe(spec: str | Path) -> str:
+    """A stable description of where a collection comes from (for manifests)."""
+    collection = named(spec)
+    return f"collection:{collection.name}" if collection else str(Path(spec).resolve())

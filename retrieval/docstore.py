@@ -1,0 +1,74 @@
+"""Document text store: SQLite, doc id -> (title, text), in indexing order.
+
+Later stages (rerankers, readers, RM3 display) need the raw text; SQLite
+gives random access without loading the collection into memory.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from retrieval.errors import InputError
+from retrieval.types import Document
+
+FILENAME = "docs.sqlite"
+_SCHEMA = "CREATE TABLE docs (docno INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, title TEXT, text TEXT)"
+
+
+def write_docstore(path: Path, documents: Iterable[Document]) -> Iterator[Document]:
+    """Store documents while passing them through (so indexing reads the collection once).
+
+    Raises InputError on a duplicate doc id.
+    """
+    con = sqlite3.connect(path)
+    con.execute(_SCHEMA)
+    try:
+        for docno, doc in enumerate(documents):
+            try:
+                con.execute("INSERT INTO docs VALUES (?, ?, ?, ?)", (docno, doc.id, doc.title, doc.text))
+            except sqlite3.IntegrityError:
+                raise InputError(f"duplicate document id {doc.id!r} (document {docno + 1} "
+                                 "of the collection); doc ids must be unique") from None
+            yield doc
+        con.commit()
+    finally:
+        con.close()
+
+
+class DocStore:
+    """Read-only access to a stored collection; safe to share between threads."""
+
+    def __init__(self, path: Path):
+        if not Path(path).is_file():
+            raise InputError("doc store is missing; rebuild the index", path)
+        self.path = Path(path)
+        self._local = threading.local()
+
+    def _con(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            self._local.con = con
+        return con
+
+    def __len__(self) -> int:
+        return self._con().execute("SELECT COUNT(*) FROM docs").fetchone()[0]
+
+    def get(self, doc_id: str) -> Document:
+        """The document with this id; InputError if unknown."""
+        row = self._con().execute("SELECT id, title, text FROM docs WHERE id = ?", (doc_id,)).fetchone()
+        if row is None:
+            raise InputError(f"unknown document id {doc_id!r}", self.path)
+        return Document(*row)
+
+    def get_many(self, doc_ids: Iterable[str]) -> list[Document]:
+        """Documents in the order of `doc_ids`."""
+        return [self.get(d) for d in doc_ids]
+
+    def __iter__(self) -> Iterator[Document]:
+        """All documents in indexing order."""
+        yield from (Document(*row) for row in
+                    self._con().execute("SELECT id, title, text FROM docs ORDER BY docno"))

@@ -1,0 +1,25 @@
+"""The one exception type for bad user input.
+
+The CLI turns an `InputError` into a single line on stderr and exit status 2;
+any other exception is a bug and may show a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class InputError(Exception):
+    """Bad input from the user: a file, the line when known, and what was expected."""
+
+    def __init__(self, message: str, path: str | Path | None = None, line: int | None = None):
+        self.message = message
+        self.path = str(path) if path is not None else None
+        self.line = line
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = f"{self.path}:{self.line}: " if self.line is not None else f"{self.path}: "
+        return where + self.message

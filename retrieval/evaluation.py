@@ -1,0 +1,61 @@
+"""Evaluation through ir-measures (which runs trec_eval's own code).
+
+Measures are named as ir-measures names them ("AP", "nDCG@10", "P@30",
+"R@100", "RR"); "MAP" and "MRR" are accepted as aliases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import ir_measures
+
+from retrieval.errors import InputError
+from retrieval.types import Qrels, Run
+
+ALIASES = {"MAP": "AP", "MRR": "RR", "map": "AP", "mrr": "RR", "ndcg": "nDCG"}
+
+
+def parse_measures(names: str | Iterable[str]) -> list[tuple[str, object]]:
+    """[(name as the user wrote it, ir-measures measure)], in order."""
+    if isinstance(names, str):
+        names = names.replace(",", " ").split()
+    parsed = []
+    for name in names:
+        base, sep, cutoff = name.partition("@")
+        try:
+            parsed.append((name, ir_measures.parse_measure(ALIASES.get(base, base) + sep + cutoff)))
+        except (ValueError, NameError, TypeError, SyntaxError):
+            raise InputError(f"unknown measure {name!r}; expected e.g. MAP, nDCG@10, P@30, R@100,"
+                             " MRR") from None
+    if not parsed:
+        raise InputError("no measures given")
+    return parsed
+
+
+def _check(run: Run, qrels: Qrels) -> None:
+    if not set(run) & set(qrels):
+        raise InputError("the run and the qrels share no query ids; wrong qrels for this run?")
+
+
+def evaluate(run: Run, qrels: Qrels, measures: str | Sequence[str]) -> dict[str, float]:
+    """Mean of each measure over the judged queries the run answers (trec_eval's default)."""
+    _check(run, qrels)
+    parsed = parse_measures(measures)
+    values = ir_measures.calc_aggregate([m for _, m in parsed], qrels, run.scores())
+    return {name: float(values[m]) for name, m in parsed}
+
+
+def per_query(run: Run, qrels: Qrels, measures: str | Sequence[str]) -> dict[str, dict[str, float]]:
+    """{query id: {measure: value}} for every judged query the run answers."""
+    _check(run, qrels)
+    parsed = parse_measures(measures)
+    by_measure = {m: name for name, m in parsed}
+    out: dict[str, dict[str, float]] = {}
+    for metric in ir_measures.iter_calc([m for _, m in parsed], qrels, run.scores()):
+        out.setdefault(metric.query_id, {})[by_measure[metric.measure]] = float(metric.value)
+    return {q: {name: out[q][name] for name, _ in parsed} for q in sorted(out, key=_natural)}
+
+
+def _natural(qid: str) -> tuple:
+    return (0, int(qid), "") if qid.isdigit() else (1, 0, qid)

@@ -1,0 +1,78 @@
+"""HTML documents, one per file (CACM as Anserini's HtmlCollection reads it).
+
+The doc id is the file name without its extension; the text is what a browser
+would show (tags dropped, entities decoded, white space collapsed). Files can
+sit in a directory or in a .tar.gz archive; only .html/.htm files are read.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path, PurePosixPath
+
+from retrieval.errors import InputError
+from retrieval.formats.textfile import decode
+from retrieval.types import Document
+
+HTML_SUFFIXES = (".html", ".htm")
+
+
+class _TextExtractor(HTMLParser):
+    """Collects text content, skipping <script> and <style>, keeping <title> apart."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.title: list[str] = []
+        self._skip = 0
+        self._in_title = False
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag in ("script", "style"):
+            self._skip += 1
+        self._in_title = self._in_title or tag == "title"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style") and self._skip:
+            self._skip -= 1
+        if tag == "title":
+            self._in_title = False
+
+    def handle_data(self, data: str) -> None:
+        if self._skip:
+            return
+        (self.title if self._in_title else self.parts).append(data)
+
+
+def html_to_document(doc_id: str, markup: str) -> Document:
+    """A Document from an HTML page."""
+    parser = _TextExtractor()
+    parser.feed(markup)
+    parser.close()
+    return Document(doc_id, " ".join("".join(parser.title).split()),
+                    " ".join("".join(parser.parts).split()))
+
+
+def _doc_id(name: str) -> str:
+    return PurePosixPath(name).stem
+
+
+def read_html_tarball(path: str | Path) -> Iterator[Document]:
+    """Documents from the .html files inside a .tar.gz archive, in archive order."""
+    try:
+        with tarfile.open(path, "r:*") as archive:
+            for member in archive:
+                if member.isfile() and member.name.lower().endswith(HTML_SUFFIXES):
+                    data = archive.extractfile(member).read()
+                    yield html_to_document(_doc_id(member.name), decode(data, f"{path}!{member.name}"))
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise InputError(f"cannot read archive ({e}); expected a .tar.gz of HTML files", path) from None
+
+
+def read_html_directory(path: str | Path) -> Iterator[Document]:
+    """Documents from the .html files under a directory, in sorted path order."""
+    files = sorted(p for p in Path(path).rglob("*") if p.suffix.lower() in HTML_SUFFIXES)
+    for file in files:
+        yield html_to_document(file.stem, decode(file.read_bytes(), file))

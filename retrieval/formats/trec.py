@@ -1,0 +1,196 @@
+"""TREC formats: <DOC> collections, topics, qrels and run files."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from retrieval.errors import InputError
+from retrieval.formats.textfile import numbered_lines, read_text
+from retrieval.storage import write_bytes_atomic
+from retrieval.types import Document, Qrels, Queries, Run
+
+_DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S | re.I)
+_DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.S | re.I)
+_TAG = re.compile(r"<[^>]*>")
+
+
+def _line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def _check_balanced(text: str, path: Path, open_tag: str, close_tag: str) -> None:
+    """Every opening tag must be closed before the next opens."""
+    depth, pos = 0, 0
+    pattern = re.compile(f"({open_tag})|({close_tag})", re.I)
+    for m in pattern.finditer(text):
+        depth += 1 if m.group(1) else -1
+        if depth not in (0, 1):
+            what = "unexpected " + (open_tag if m.group(1) else close_tag)
+            raise InputError(f"{what}; expected {open_tag} ... {close_tag} blocks", path,
+                             _line_of(text, m.start()))
+        pos = m.start()
+    if depth:
+        raise InputError(f"{open_tag} is never closed; expected {close_tag}", path, _line_of(text, pos))
+
+
+def read_trec_documents(path: str | Path) -> Iterator[Document]:
+    """Documents of a TREC <DOC><DOCNO>...</DOC> file; the text is the body with tags removed."""
+    path = Path(path)
+    text = read_text(path)
+    _check_balanced(text, path, "<DOC>", "</DOC>")
+    found = False
+    for m in _DOC.finditer(text):
+        found = True
+        body = m.group(1)
+        docno = _DOCNO.search(body)
+        if not docno or not docno.group(1):
+            raise InputError("document without <DOCNO>; expected <DOCNO>id</DOCNO>", path,
+                             _line_of(text, m.start()))
+        contents = _TAG.sub(" ", body[: docno.start()] + body[docno.end():])
+        yield Document(docno.group(1), "", " ".join(contents.split()))
+    if not found:
+        raise InputError("no <DOC> blocks found; expected a TREC document file", path)
+
+
+_TOP = re.compile(r"<top>(.*?)</top>", re.S | re.I)
+_FIELD = re.compile(r"<(num|title|desc|narr)>(.*?)(?=<(?:/?num|/?title|/?desc|/?narr|/top)>|\Z)",
+                    re.S | re.I)
+_FIELD_LABEL = re.compile(r"^\s*(Number:|Description:|Narrative:|Topic:)", re.I)
+
+
+def _topic_fields(block: str) -> dict[str, str]:
+    fields = {}
+    for name, value in _FIELD.findall(block):
+        fields[name.lower()] = " ".join(_FIELD_LABEL.sub("", value).split())
+    return fields
+
+
+def read_trec_topics(path: str | Path, field: str = "title") -> Queries:
+    """Topics in TREC <top> form (e.g. Vaswani, Robust04) or CACM's <DOC><DOCNO> form.
+
+    For <top> topics, `field` picks the query text: "title", "desc", "narr" or a
+    "+"-joined combination. For <DOC> topics the whole text is the query.
+    """
+    path = Path(path)
+    text = read_text(path)
+    queries = Queries()
+    if re.search(r"<top>", text, re.I):
+        _check_balanced(text, path, "<top>", "</top>")
+        for m in _TOP.finditer(text):
+            fields = _topic_fields(m.group(1))
+            line = _line_of(text, m.start())
+            if not fields.get("num"):
+                raise InputError("topic without <num>; expected <num>id", path, line)
+            query = " ".join(fields.get(f, "") for f in field.split("+")).strip()
+            _add_query(queries, fields["num"], query, path, line)
+    elif re.search(r"<DOC>", text, re.I):
+        for doc in read_trec_documents(path):
+            _add_query(queries, doc.id, doc.text, path, None)
+    else:
+        raise InputError("unknown topic format; expected TREC <top> or <DOC> topics, "
+                         "BEIR queries.jsonl, a qid<TAB>text file or SMART .I/.W", path)
+    return queries
+
+
+def _add_query(queries: Queries, qid: str, text: str, path: Path, line: int | None) -> None:
+    if qid in queries:
+        raise InputError(f"duplicate query id {qid!r}", path, line)
+    if not text.strip():
+        raise InputError(f"query {qid!r} is empty", path, line)
+    queries[qid] = text
+
+
+def read_tsv_topics(path: str | Path) -> Queries:
+    """Topics as `qid<TAB>text` lines (MS MARCO style)."""
+    queries = Queries()
+    for n, line in numbered_lines(path):
+        parts = line.split("\t")
+        if len(parts) != 2:
+            raise InputError(f"expected 'qid<TAB>text', found {len(parts)} tab-separated fields",
+                             path, n)
+        _add_query(queries, parts[0].strip(), parts[1].strip(), Path(path), n)
+    return queries
+
+
+def read_qrels(path: str | Path) -> Qrels:
+    """TREC qrels (`qid iter docid rel`, whitespace) or BEIR TSV (`query-id corpus-id score` + header)."""
+    qrels = Qrels()
+    lines = numbered_lines(path)
+    if lines and lines[0][1].split()[:2] == ["query-id", "corpus-id"]:
+        lines = lines[1:]
+        take = _beir_qrel
+    else:
+        take = _trec_qrel
+    for n, line in lines:
+        qid, docid, rel = take(line, path, n)
+        qrels.setdefault(qid, {})[docid] = rel
+    if not qrels:
+        raise InputError("no judgements found; expected TREC qrels lines 'qid 0 docid rel'", path)
+    return qrels
+
+
+def _grade(value: str, path: str | Path, n: int) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise InputError(f"relevance {value!r} is not an integer", path, n) from None
+
+
+def _trec_qrel(line: str, path: str | Path, n: int) -> tuple[str, str, int]:
+    parts = line.split()
+    if len(parts) != 4:
+        raise InputError(f"expected 4 fields 'qid iter docid rel', found {len(parts)}", path, n)
+    return parts[0], parts[2], _grade(parts[3], path, n)
+
+
+def _beir_qrel(line: str, path: str | Path, n: int) -> tuple[str, str, int]:
+    parts = line.split("\t") if "\t" in line else line.split()
+    if len(parts) != 3:
+        raise InputError(f"expected 3 fields 'query-id corpus-id score', found {len(parts)}", path, n)
+    return parts[0].strip(), parts[1].strip(), _grade(parts[2].strip(), path, n)
+
+
+def format_score(score: float) -> str:
+    """Shortest text that reads back as the same float: lossless and deterministic."""
+    return repr(float(score))
+
+
+def format_run(run: Run, tag: str = "retrieval") -> str:
+    """A run in TREC format: `qid Q0 docid rank score tag`, ranks from 1."""
+    if not tag or any(c.isspace() for c in tag):
+        raise InputError(f"run tag {tag!r} must be a non-empty word without spaces")
+    lines = []
+    for qid, ranking in run.items():
+        for i, (docid, score) in enumerate(ranking, 1):
+            lines.append(f"{qid} Q0 {docid} {i} {format_score(score)} {tag}\n")
+    return "".join(lines)
+
+
+def write_run(run: Run, path: str | Path, tag: str = "retrieval") -> None:
+    """Write a TREC run file whole or not at all."""
+    write_bytes_atomic(Path(path), format_run(run, tag).encode())
+
+
+def read_run(path: str | Path) -> Run:
+    """Read a TREC run file (6 fields per line); order comes from the scores, ties by doc id."""
+    rankings: dict[str, list[tuple[str, float]]] = {}
+    seen: set[tuple[str, str]] = set()
+    for n, line in numbered_lines(path):
+        parts = line.split()
+        if len(parts) != 6:
+            raise InputError(f"expected 6 fields 'qid Q0 docid rank score tag', found {len(parts)}",
+                             path, n)
+        qid, docid = parts[0], parts[2]
+        try:
+            score = float(parts[4])
+        except ValueError:
+            raise InputError(f"score {parts[4]!r} is not a number", path, n) from None
+        if score != score:
+            raise InputError("score is NaN", path, n)
+        if (qid, docid) in seen:
+            raise InputError(f"document {docid!r} appears twice for query {qid!r}", path, n)
+        seen.add((qid, docid))
+        rankings.setdefault(qid, []).append((docid, score))
+    return Run(rankings)

@@ -1,0 +1,135 @@
+"""Building and opening an index directory (see storage.py for the on-disk rules).
+
+    index/
+      manifest.json   format version, analyzer, statistics, parts, checksums
+      docs.sqlite     doc store (id, title, text)
+      docids.npy      doc id of each docno (the internal number 0..N-1)
+      inverted/       postings (sparse.inverted)
+      dense/, late/   added by later stages via storage.add_part
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from retrieval import storage
+from retrieval.analysis import Analyzer
+from retrieval.docstore import FILENAME as DOCSTORE_FILE
+from retrieval.docstore import DocStore, write_docstore
+from retrieval.errors import InputError
+from retrieval.sparse.inverted import InvertedIndex, InvertedIndexBuilder
+from retrieval.types import Document
+
+DOCIDS_FILE = "docids.npy"
+
+
+def build_index(documents: Iterable[Document], path: str | Path, source: str = "",
+                analyzer: Analyzer | None = None, progress: bool = True) -> dict[str, Any]:
+    """Build doc store + inverted index at `path` atomically; returns the manifest.
+
+    An existing index at `path` is replaced only once the new one is complete.
+    """
+    analyzer = analyzer or Analyzer()
+    path = Path(path)
+    with storage.atomic_directory(path) as tmp:
+        builder, doc_ids = InvertedIndexBuilder(), []
+        stored = write_docstore(tmp / DOCSTORE_FILE, documents)
+        for doc in tqdm(stored, desc="indexing", unit=" docs", disable=not progress or None):
+            doc_ids.append(doc.id)
+            builder.add(analyzer(doc.contents))
+        if not doc_ids:
+            raise InputError("the collection has no documents", source or None)
+        stats = builder.write(tmp / "inverted")
+        storage.save_array(tmp / DOCIDS_FILE, np.array(doc_ids, dtype=str))
+        manifest = {
+            "format_version": storage.FORMAT_VERSION,
+            "created": storage.now(),
+            "source": source,
+            "analyzer": analyzer.settings,
+            "stats": stats,
+            "files": {name: storage.checksum_file(tmp / name) for name in (DOCSTORE_FILE, DOCIDS_FILE)},
+            "parts": {"inverted": {"built": storage.now(), "stats": stats,
+                                   "files": storage.checksum_tree(tmp / "inverted", "inverted/")}},
+        }
+        storage.write_json_atomic(tmp / storage.MANIFEST, manifest)
+    return manifest
+
+
+class Index:
+    """An opened index: manifest, doc ids, doc store, and parts loaded on first use."""
+
+    def __init__(self, path: str | Path, verify: bool = True):
+        self.path = Path(path)
+        self.manifest = storage.read_manifest(self.path)
+        if verify:
+            storage.verify_files(self.path, self.manifest.get("files", {}))
+            for part in self.manifest.get("parts", {}).values():
+                storage.verify_files(self.path, part.get("files", {}))
+
+    @classmethod
+    def open(cls, path: str | Path, verify: bool = True) -> Index:
+        """Open an index directory, checking format version and file checksums."""
+        return cls(path, verify)
+
+    def __repr__(self) -> str:
+        return f"Index({str(self.path)!r}, {self.num_docs} docs, parts={sorted(self.parts)})"
+
+    @property
+    def parts(self) -> dict[str, Any]:
+        return self.manifest.get("parts", {})
+
+    def has(self, part: str) -> bool:
+        """Whether the index has a representation (e.g. "inverted", "dense")."""
+        return part in self.parts
+
+    def require(self, part: str) -> Path:
+        """The directory of a part; InputError if the index lacks it."""
+        if not self.has(part):
+            raise InputError(f"index has no {part!r} part (has: {', '.join(sorted(self.parts))});"
+                             f" build it with `retrieval index`", self.path)
+        return self.path / part
+
+    @cached_property
+    def doc_ids(self) -> np.ndarray:
+        """Doc id of each docno."""
+        return storage.load_array(self.path / DOCIDS_FILE, mmap=False)
+
+    @property
+    def num_docs(self) -> int:
+        return len(self.doc_ids)
+
+    @cached_property
+    def docno(self) -> dict[str, int]:
+        """Doc id -> docno."""
+        return {d: i for i, d in enumerate(self.doc_ids.tolist())}
+
+    @cached_property
+    def tiebreak(self) -> np.ndarray:
+        """Rank of each docno's doc id in sorted order: ties go to the smaller doc id."""
+        rank = np.empty(self.num_docs, dtype=np.int64)
+        rank[np.argsort(self.doc_ids, kind="stable")] = np.arange(self.num_docs)
+        return rank
+
+    @cached_property
+    def docstore(self) -> DocStore:
+        return DocStore(self.path / DOCSTORE_FILE)
+
+    @cached_property
+    def analyzer(self) -> Analyzer:
+        """The analyzer the index was built with (queries must use the same)."""
+        return Analyzer.from_settings(self.manifest["analyzer"])
+
+    @cached_property
+    def inverted(self) -> InvertedIndex:
+        return InvertedIndex(self.require("inverted"))
+
+
+def open_index(index: Index | str | Path) -> Index:
+    """Accept an Index or a path to one."""
+    return index if isinstance(index, Index) else Index.open(index)

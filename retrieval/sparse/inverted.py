@@ -1,0 +1,135 @@
+"""The inverted index: CSR postings by term, term statistics, document lengths.
+
+Files (all .npy, memory-mapped on load, never pickled):
+  terms_utf8.npy / terms_offsets.npy  the sorted vocabulary as one UTF-8 blob
+  indptr.npy        postings of term t are [indptr[t], indptr[t+1])
+  docnos.npy        doc numbers (int32, ascending within a term)
+  tfs.npy           term frequencies (int32)
+  doc_lengths.npy   terms per document (int32, after analysis)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval.storage import load_array, save_array
+
+
+class InvertedIndexBuilder:
+    """Accumulates analysed documents, then writes the postings arrays."""
+
+    def __init__(self) -> None:
+        self.vocab: dict[str, int] = {}
+        self.term_ids: list[np.ndarray] = []
+        self.tfs: list[np.ndarray] = []
+        self.lengths: list[int] = []
+
+    def add(self, terms: list[str]) -> None:
+        """Add the next document's terms (its docno is the number added before it)."""
+        counts = Counter(terms)
+        vocab = self.vocab
+        ids = [vocab.setdefault(t, len(vocab)) for t in counts]
+        self.term_ids.append(np.array(ids, dtype=np.int32))
+        self.tfs.append(np.fromiter(counts.values(), dtype=np.int32, count=len(counts)))
+        self.lengths.append(len(terms))
+
+    def write(self, out: Path) -> dict[str, Any]:
+        """Write the arrays into `out` and return collection statistics."""
+        out.mkdir(parents=True, exist_ok=True)
+        terms = sorted(self.vocab)
+        remap = np.empty(len(terms), dtype=np.int32)  # first-seen id -> sorted id
+        remap[[self.vocab[t] for t in terms]] = np.arange(len(terms), dtype=np.int32)
+        sizes = [len(a) for a in self.term_ids]
+        term_ids = remap[np.concatenate(self.term_ids)] if sizes else np.zeros(0, np.int32)
+        tfs = np.concatenate(self.tfs) if sizes else np.zeros(0, np.int32)
+        docnos = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
+        order = np.argsort(term_ids, kind="stable")  # by term, docnos stay ascending
+        indptr = np.zeros(len(terms) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(term_ids, minlength=len(terms)), out=indptr[1:])
+        encoded = [t.encode() for t in terms]
+        offsets = np.zeros(len(terms) + 1, dtype=np.int64)
+        np.cumsum([len(b) for b in encoded], out=offsets[1:])
+        save_array(out / "terms_utf8.npy", np.frombuffer(b"".join(encoded), dtype=np.uint8))
+        save_array(out / "terms_offsets.npy", offsets)
+        save_array(out / "indptr.npy", indptr)
+        save_array(out / "docnos.npy", docnos[order])
+        save_array(out / "tfs.npy", tfs[order])
+        lengths = np.array(self.lengths, dtype=np.int32)
+        save_array(out / "doc_lengths.npy", lengths)
+        return {"documents": len(lengths), "unique_terms": len(terms),
+                "total_terms": int(lengths.sum()), "postings": int(len(tfs))}
+
+
+def build_inverted(analysed_docs: Iterable[list[str]], out: Path) -> dict[str, Any]:
+    """Build an inverted index from each document's analysed terms; returns statistics."""
+    builder = InvertedIndexBuilder()
+    for terms in analysed_docs:
+        builder.add(terms)
+    return builder.write(out)
+
+
+class InvertedIndex:
+    """Read-only postings over memory-mapped arrays."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.indptr = load_array(self.path / "indptr.npy")
+        self.docnos = load_array(self.path / "docnos.npy")
+        self.tfs = load_array(self.path / "tfs.npy")
+        self.doc_lengths = load_array(self.path / "doc_lengths.npy")
+        self._terms_utf8 = load_array(self.path / "terms_utf8.npy")
+        self._terms_offsets = load_array(self.path / "terms_offsets.npy")
+
+    @property
+    def num_docs(self) -> int:
+        return len(self.doc_lengths)
+
+    @property
+    def num_terms(self) -> int:
+        return len(self.indptr) - 1
+
+    @cached_property
+    def terms(self) -> list[str]:
+        """The vocabulary, sorted; term id = position."""
+        blob = self._terms_utf8.tobytes()
+        offsets = self._terms_offsets.tolist()
+        return [blob[offsets[i]:offsets[i + 1]].decode() for i in range(self.num_terms)]
+
+    @cached_property
+    def term_ids(self) -> dict[str, int]:
+        """Term -> term id."""
+        return {t: i for i, t in enumerate(self.terms)}
+
+    @cached_property
+    def df(self) -> np.ndarray:
+        """Document frequency per term."""
+        return np.diff(self.indptr)
+
+    @cached_property
+    def cf(self) -> np.ndarray:
+        """Collection frequency (total occurrences) per term."""
+        return np.add.reduceat(self.tfs.astype(np.int64), self.indptr[:-1]) * (self.df > 0)
+
+    @cached_property
+    def posting_terms(self) -> np.ndarray:
+        """The term id of every posting (aligned with docnos/tfs)."""
+        return np.repeat(np.arange(self.num_terms, dtype=np.int32), self.df)
+
+    @cached_property
+    def forward(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Document vectors as CSR by docno: (indptr, term ids, tfs)."""
+        order = np.argsort(self.docnos, kind="stable")
+        indptr = np.zeros(self.num_docs + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.docnos, minlength=self.num_docs), out=indptr[1:])
+        return indptr, self.posting_terms[order], np.asarray(self.tfs)[order]
+
+    def postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray]:
+        """(docnos, tfs) of one term."""
+        start, end = self.indptr[term_id], self.indptr[term_id + 1]
+        return self.docnos[start:end], self.tfs[start:end]

@@ -1,0 +1,71 @@
+"""Scoring functions as Lucene computes them, evaluated once per posting ("impacts").
+
+Each model turns the index's postings into one float per posting; a query's
+score for a document is then sum over query terms of weight * impact, which
+is exactly how Lucene sums BoostQuery-weighted TermQuery clauses. Document
+lengths are Lucene's quantised norms (see lucene_norms).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from retrieval.sparse.inverted import InvertedIndex
+from retrieval.sparse.lucene_norms import quantised_lengths
+
+
+def _posting_lengths(index: InvertedIndex) -> np.ndarray:
+    return quantised_lengths(index.doc_lengths)[index.docnos]
+
+
+def _collection_probability(index: InvertedIndex) -> np.ndarray:
+    """Lucene's DefaultCollectionModel: (cf + 1) / (total terms + 1), per term."""
+    total = float(np.sum(index.doc_lengths, dtype=np.int64))
+    return (index.cf + 1.0) / (total + 1.0)
+
+
+@dataclass(frozen=True)
+class BM25Model:
+    """Lucene's BM25Similarity: idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))."""
+
+    k1: float = 0.9
+    b: float = 0.4
+
+    def impacts(self, index: InvertedIndex) -> np.ndarray:
+        doc_count = int(np.count_nonzero(index.doc_lengths))  # docs that have the field
+        avgdl = float(np.sum(index.doc_lengths, dtype=np.int64)) / max(doc_count, 1)
+        df = index.df.astype(np.float64)
+        idf = np.log(1.0 + (doc_count - df + 0.5) / (df + 0.5))
+        tf = np.asarray(index.tfs, dtype=np.float64)
+        norm = self.k1 * (1.0 - self.b + self.b * _posting_lengths(index) / avgdl)
+        return np.repeat(idf, index.df) * tf / (tf + norm)
+
+
+@dataclass(frozen=True)
+class DirichletModel:
+    """Lucene's LMDirichletSimilarity: max(0, log(1 + tf / (mu p(t|C))) + log(mu / (dl + mu)))."""
+
+    mu: float = 1000.0
+
+    def impacts(self, index: InvertedIndex) -> np.ndarray:
+        pc = np.repeat(_collection_probability(index), index.df)
+        tf = np.asarray(index.tfs, dtype=np.float64)
+        score = np.log1p(tf / (self.mu * pc)) + np.log(self.mu / (_posting_lengths(index) + self.mu))
+        return np.maximum(score, 0.0)
+
+
+@dataclass(frozen=True)
+class JelinekMercerModel:
+    """Lucene's LMJelinekMercerSimilarity: log(1 + (1 - lam) tf / dl / (lam p(t|C))).
+
+    `lam` is the weight of the collection model, as in Lucene and Anserini.
+    """
+
+    lam: float = 0.1
+
+    def impacts(self, index: InvertedIndex) -> np.ndarray:
+        pc = np.repeat(_collection_probability(index), index.df)
+        tf = np.asarray(index.tfs, dtype=np.float64)
+        return np.log1p((1.0 - self.lam) * tf / _posting_lengths(index) / (self.lam * pc))

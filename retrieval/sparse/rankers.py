@@ -1,0 +1,210 @@
+"""Sparse ranking stages: BM25, query likelihood (Dirichlet / Jelinek-Mercer), RM3.
+
+Each is a stage: `ranker(queries) -> Run` searches the whole index;
+`ranker(queries, run)` rescores the run's candidates instead (same scores as
+searching alone, restricted to those documents), which is how a BM25 first
+stage feeds query-likelihood scoring. Parameters live in the constructor.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from retrieval.errors import InputError
+from retrieval.index import Index, open_index
+from retrieval.sparse.models import BM25Model, DirichletModel, JelinekMercerModel
+from retrieval.sparse.searcher import ImpactSearcher, WeightedQuery
+from retrieval.types import Queries, Ranking, Run
+
+
+def map_queries(fn: Callable[[str, str], Ranking], queries: Queries, threads: int = 1,
+                desc: str = "searching") -> Run:
+    """Apply fn(qid, text) to every query (in threads), with a progress bar; order kept."""
+    items = list(queries.items())
+    bar = tqdm(total=len(items), desc=desc, unit=" queries", disable=None)
+
+    def one(item: tuple[str, str]) -> Ranking:
+        result = fn(*item)
+        bar.update()
+        return result
+
+    if threads > 1:
+        with ThreadPoolExecutor(threads) as pool:
+            rankings = list(pool.map(one, items))
+    else:
+        rankings = [one(item) for item in items]
+    bar.close()
+    return Run(dict(zip([q for q, _ in items], rankings)), presorted=True)
+
+
+class SparseRanker:
+    """A bag-of-words ranker over the inverted index; subclasses choose the model."""
+
+    name = "sparse"
+
+    def __init__(self, index: Index | str | Path, model, hits: int = 1000, threads: int = 1):
+        if hits < 1:
+            raise InputError(f"hits must be at least 1, got {hits}")
+        self.index = open_index(index)
+        self.model = model
+        self.hits = hits
+        self.threads = threads
+        self._warned: set[str] = set()
+
+    @cached_property
+    def searcher(self) -> ImpactSearcher:
+        inverted = self.index.inverted
+        return ImpactSearcher(inverted, self.model.impacts(inverted), self.index.tiebreak)
+
+    def analyse(self, text: str) -> Counter[str]:
+        """Query term counts after analysis (terms unknown to the index included)."""
+        return Counter(self.index.analyzer(text))
+
+    def weighted(self, terms: dict[str, float], qid: str = "") -> WeightedQuery:
+        """Known terms with their weights, in sorted term order (deterministic sums)."""
+        ids = self.index.inverted.term_ids
+        query = [(ids[t], float(w)) for t, w in sorted(terms.items()) if t in ids]
+        if not query and qid not in self._warned:
+            self._warned.add(qid)
+            print(f"retrieval: warning: query {qid!r} has no indexed terms after analysis;"
+                  " it gets no hits", file=sys.stderr)
+        return query
+
+    def ranking(self, docs: np.ndarray, scores: np.ndarray) -> Ranking:
+        """(doc id, score) pairs for docnos."""
+        return list(zip(self.index.doc_ids[docs].tolist(), scores.tolist()))
+
+    def search_terms(self, query: WeightedQuery, k: int) -> Ranking:
+        return self.ranking(*self.searcher.search(query, k))
+
+    def rescore_terms(self, query: WeightedQuery, candidates: Ranking) -> Ranking:
+        docno = self.index.docno
+        try:
+            docs = np.array([docno[d] for d, _ in candidates], dtype=np.int64)
+        except KeyError as e:
+            raise InputError(f"run names document {e.args[0]!r}, which is not in the index",
+                             self.index.path) from None
+        scores = self.searcher.score(query, docs)
+        order = np.lexsort((self.index.tiebreak[docs], -scores))
+        return self.ranking(docs[order], scores[order])
+
+    def __call__(self, queries: Queries, run: Run | None = None) -> Run:
+        self.searcher  # noqa: B018  (build impacts once, before threads start)
+        if run is None:
+            return map_queries(lambda q, t: self.search_terms(self.weighted(self.analyse(t), q),
+                                                              self.hits), queries, self.threads)
+        return map_queries(lambda q, t: self.rescore_terms(self.weighted(self.analyse(t), q),
+                                                           run.get(q, [])), queries, self.threads,
+                           desc="rescoring")
+
+
+class BM25(SparseRanker):
+    """BM25 as Lucene computes it (Anserini defaults k1=0.9, b=0.4)."""
+
+    name = "bm25"
+
+    def __init__(self, index: Index | str | Path, k1: float = 0.9, b: float = 0.4,
+                 hits: int = 1000, threads: int = 1):
+        super().__init__(index, BM25Model(k1, b), hits, threads)
+
+
+class QueryLikelihood(SparseRanker):
+    """Query likelihood with Dirichlet (`mu`) or Jelinek-Mercer (`lam`) smoothing, as Lucene."""
+
+    def __init__(self, index: Index | str | Path, smoothing: str = "dirichlet", mu: float = 1000.0,
+                 lam: float = 0.1, hits: int = 1000, threads: int = 1):
+        if smoothing == "dirichlet":
+            model, self.name = DirichletModel(mu), "qld"
+        elif smoothing in ("jelinek-mercer", "jm"):
+            if not 0.0 < lam < 1.0:
+                raise InputError(f"Jelinek-Mercer lambda must be in (0, 1), got {lam}")
+            model, self.name = JelinekMercerModel(lam), "qljm"
+        else:
+            raise InputError(f"unknown smoothing {smoothing!r}; expected dirichlet or jelinek-mercer")
+        super().__init__(index, model, hits, threads)
+
+
+FEEDBACK_TERM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+class RM3:
+    """RM3 pseudo-relevance feedback around a sparse ranker, as Anserini's Rm3Reranker.
+
+    Feedback documents are the ranker's top `fb_docs` (or the given run's);
+    each contributes its `fb_terms` most frequent eligible terms (2-20 chars of
+    [a-z0-9], in at most 10% of documents), weighted by tf / |vector| times the
+    document's score; the top `fb_terms` terms, L1-normalised, are mixed with
+    the L1-normalised query (weight `original_weight`) and searched again.
+    """
+
+    def __init__(self, ranker: SparseRanker, fb_docs: int = 10, fb_terms: int = 10,
+                 original_weight: float = 0.5, hits: int | None = None):
+        if fb_docs < 1 or fb_terms < 1 or not 0.0 <= original_weight <= 1.0:
+            raise InputError("RM3 needs fb_docs >= 1, fb_terms >= 1, 0 <= original_weight <= 1")
+        self.ranker = ranker
+        self.fb_docs, self.fb_terms, self.original_weight = fb_docs, fb_terms, original_weight
+        self.hits = hits or ranker.hits
+        self.name = f"{ranker.name}+rm3"
+
+    @cached_property
+    def eligible(self) -> np.ndarray:
+        """Terms that may serve as feedback terms."""
+        inverted = self.ranker.index.inverted
+        ratio = inverted.df.astype(np.float32) / np.float32(inverted.num_docs)
+        shape = np.array([2 <= len(t) <= 20 and set(t) <= FEEDBACK_TERM_CHARS
+                          for t in inverted.terms], dtype=bool)
+        return shape & (ratio <= np.float32(0.1))
+
+    def relevance_model(self, feedback: Ranking) -> dict[str, float]:
+        """The pruned, L1-normalised relevance model from feedback documents."""
+        inverted, docno = self.ranker.index.inverted, self.ranker.index.docno
+        indptr, terms, tfs = inverted.forward
+        weights: dict[int, float] = {}
+        for doc_id, score in feedback[: self.fb_docs]:
+            d = docno[doc_id]
+            t, f = terms[indptr[d]:indptr[d + 1]], tfs[indptr[d]:indptr[d + 1]]
+            keep = self.eligible[t]
+            t, f = t[keep], f[keep].astype(np.float64)
+            top = np.lexsort((t, -f))[: self.fb_terms]  # most frequent; ties by term order
+            norm = f[top].sum()
+            if norm <= 0.001:
+                continue
+            for term, tf in zip(t[top].tolist(), f[top].tolist()):
+                weights[term] = weights.get(term, 0.0) + tf / norm * score
+        best = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[: self.fb_terms]
+        total = sum(w for _, w in best)
+        names = inverted.terms
+        return {names[t]: w / total for t, w in best} if total > 0 else {}
+
+    def expand(self, text: str, feedback: Ranking) -> dict[str, float]:
+        """The interpolated feedback query: term -> weight."""
+        counts = self.ranker.analyse(text)
+        total = sum(counts.values())
+        query = {t: c / total for t, c in counts.items()} if total else {}
+        model = self.relevance_model(feedback)
+        alpha = self.original_weight
+        return {t: alpha * query.get(t, 0.0) + (1 - alpha) * model.get(t, 0.0)
+                for t in set(query) | set(model)}
+
+    def _one(self, qid: str, text: str, run: Run | None) -> Ranking:
+        ranker = self.ranker
+        if run is None:
+            feedback = ranker.search_terms(ranker.weighted(ranker.analyse(text), qid), self.fb_docs)
+        else:
+            feedback = run.get(qid, [])
+        return ranker.search_terms(ranker.weighted(self.expand(text, feedback), qid), self.hits)
+
+    def __call__(self, queries: Queries, run: Run | None = None) -> Run:
+        self.ranker.searcher  # noqa: B018
+        self.eligible  # noqa: B018
+        self.ranker.index.inverted.forward  # noqa: B018
+        return map_queries(lambda q, t: self._one(q, t, run), queries, self.ranker.threads,
+                           desc="searching (rm3)")

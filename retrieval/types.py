@@ -1,0 +1,84 @@
+"""The currency between stages: Queries in, a Run out, Qrels to judge it.
+
+A Run maps each query id to a ranked list of (doc id, score). Rankings are
+always ordered by score descending, ties broken by doc id ascending, so the
+same scores give the same order everywhere (run files, metrics, rerankers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import NamedTuple, Protocol
+
+Ranking = list[tuple[str, float]]
+
+
+class Document(NamedTuple):
+    """One document of a collection; `contents` is what gets indexed."""
+
+    id: str
+    title: str
+    text: str
+
+    @property
+    def contents(self) -> str:
+        """Title and text in one field (the BEIR/Anserini convention)."""
+        return f"{self.title} {self.text}" if self.title else self.text
+
+
+class Queries(dict[str, str]):
+    """Query id -> query text, in topic-file order."""
+
+
+class Qrels(dict[str, dict[str, int]]):
+    """Query id -> {doc id: relevance grade}."""
+
+
+def rank(hits: Iterable[tuple[str, float]]) -> Ranking:
+    """Sort hits by score descending, then doc id ascending (deterministic ties)."""
+    return sorted(((str(d), float(s)) for d, s in hits), key=lambda h: (-h[1], h[0]))
+
+
+class Run(Mapping[str, Ranking]):
+    """Per query, a ranked list of (doc id, score); immutable once built."""
+
+    def __init__(self, rankings: Mapping[str, Iterable[tuple[str, float]]] | None = None,
+                 *, presorted: bool = False):
+        self._rankings: dict[str, Ranking] = {}
+        for qid, hits in (rankings or {}).items():
+            self._rankings[str(qid)] = list(hits) if presorted else rank(hits)
+
+    def __getitem__(self, qid: str) -> Ranking:
+        return self._rankings[qid]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rankings)
+
+    def __len__(self) -> int:
+        return len(self._rankings)
+
+    def __repr__(self) -> str:
+        hits = sum(len(r) for r in self._rankings.values())
+        return f"Run({len(self)} queries, {hits} hits)"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Run) and self._rankings == other._rankings
+
+    def cut(self, k: int) -> Run:
+        """The top k hits of every query."""
+        return Run({q: r[:k] for q, r in self._rankings.items()}, presorted=True)
+
+    def scores(self) -> dict[str, dict[str, float]]:
+        """As nested dicts {qid: {doc id: score}}, the shape ir-measures reads."""
+        return {q: dict(r) for q, r in self._rankings.items()}
+
+    def without_query_ids(self) -> Run:
+        """Drop each query's own id from its hits (BEIR convention, e.g. SciFact)."""
+        return Run({q: [h for h in r if h[0] != q] for q, r in self._rankings.items()},
+                   presorted=True)
+
+
+class Stage(Protocol):
+    """A pipeline stage: first stages ignore `run`; rerankers rescore it."""
+
+    def __call__(self, queries: Queries, run: Run | None = None) -> Run: ...
