@@ -17,10 +17,11 @@ from typing import Any
 from nltk.stem.porter import PorterStemmer
 
 # org.apache.lucene.analysis.en.EnglishAnalyzer.ENGLISH_STOP_WORDS_SET
-LUCENE_ENGLISH_STOPWORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their"
-    " then there these they this to was will with".split()
-)
+LUCENE_ENGLISH_STOPWORDS = frozenset((
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+    "they", "this", "to", "was", "will", "with",
+))
 
 # Unicode word-boundary rules (UAX #29) as StandardTokenizer applies them to
 # Latin text: letters, digits and underscores run together; "." and

@@ -100,6 +100,16 @@ class Index:
         """Doc id of each docno."""
         return storage.load_array(self.path / DOCIDS_FILE, mmap=False)
 
+    @cached_property
+    def doc_id_list(self) -> list[str]:
+        """Doc ids as a Python list (fast per-item access when building rankings)."""
+        return self.doc_ids.tolist()
+
+    @cached_property
+    def doc_id_objects(self) -> np.ndarray:
+        """Doc ids as an object array: indexing it reuses the same str objects (fast)."""
+        return np.array(self.doc_id_list, dtype=object)
+
     @property
     def num_docs(self) -> int:
         return len(self.doc_ids)
@@ -107,7 +117,7 @@ class Index:
     @cached_property
     def docno(self) -> dict[str, int]:
         """Doc id -> docno."""
-        return {d: i for i, d in enumerate(self.doc_ids.tolist())}
+        return {d: i for i, d in enumerate(self.doc_id_list)}
 
     @cached_property
     def tiebreak(self) -> np.ndarray:

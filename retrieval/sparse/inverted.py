@@ -79,10 +79,11 @@ class InvertedIndex:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.indptr = load_array(self.path / "indptr.npy")
-        self.docnos = load_array(self.path / "docnos.npy")
-        self.tfs = load_array(self.path / "tfs.npy")
-        self.doc_lengths = load_array(self.path / "doc_lengths.npy")
+        # Plain ndarray views of the memory maps: slicing np.memmap objects is slow.
+        self.indptr = np.asarray(load_array(self.path / "indptr.npy"))
+        self.docnos = np.asarray(load_array(self.path / "docnos.npy"))
+        self.tfs = np.asarray(load_array(self.path / "tfs.npy"))
+        self.doc_lengths = np.asarray(load_array(self.path / "doc_lengths.npy"))
         self._terms_utf8 = load_array(self.path / "terms_utf8.npy")
         self._terms_offsets = load_array(self.path / "terms_offsets.npy")
 

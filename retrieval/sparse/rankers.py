@@ -80,7 +80,7 @@ class SparseRanker:
 
     def ranking(self, docs: np.ndarray, scores: np.ndarray) -> Ranking:
         """(doc id, score) pairs for docnos."""
-        return list(zip(self.index.doc_ids[docs].tolist(), scores.tolist()))
+        return list(zip(self.index.doc_id_objects[docs].tolist(), scores.tolist()))
 
     def search_terms(self, query: WeightedQuery, k: int) -> Ranking:
         return self.ranking(*self.searcher.search(query, k))

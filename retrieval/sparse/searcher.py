@@ -21,6 +21,7 @@ class ImpactSearcher:
         self.index = index
         self.impacts = impacts
         self.tiebreak = tiebreak  # rank of each docno's doc id in sorted order
+        self.always_positive = bool(len(impacts)) and float(np.min(impacts)) > 0.0
 
     def accumulate(self, query: WeightedQuery) -> tuple[np.ndarray, np.ndarray]:
         """(docnos matching any query term, ascending; their scores)."""
@@ -33,7 +34,9 @@ class ImpactSearcher:
         n = self.index.num_docs
         if len(docs) * 8 > n:  # dense accumulator: cheaper than sorting the postings
             scores = np.bincount(docs, weights=values, minlength=n)
-            matched = np.flatnonzero(np.bincount(docs, minlength=n))
+            # Positive impacts and weights: matched <=> non-zero score (saves a pass).
+            positive = self.always_positive and all(w > 0 for _, _, w in spans)
+            matched = np.flatnonzero(scores if positive else np.bincount(docs, minlength=n))
             return matched, scores[matched]
         matched, inverse = np.unique(docs, return_inverse=True)
         return matched, np.bincount(inverse, weights=values, minlength=len(matched))

@@ -1,0 +1,24 @@
+# Set-up and common jobs. `make demo` and `make test` each install first, so
+# either works on a fresh machine (see README.md).
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip
+
+.PHONY: install demo test lint bench
+
+install:
+	# torch==2.13.0 is the CPU wheel here; installing it first stops any
+	# dependency from pulling a multi-gigabyte CUDA build.
+	$(PIP) install --quiet 'torch==2.13.0'
+	$(PIP) install --quiet -e '.[all,test]'
+
+demo: install
+	bash eval/demo.sh
+
+test: install
+	$(PYTHON) -m pytest -q
+
+lint:
+	$(PYTHON) -m ruff check retrieval tests eval
+
+bench:
+	$(PYTHON) eval/bench_sparse.py

@@ -1,0 +1,124 @@
+"""Benchmark: native sparse indexing and batch BM25 against bm25s, side by side.
+
+    python eval/bench_sparse.py [--repeats 5] [--collections cacm scifact]
+
+Both engines get the same analysed text (this project's Lucene-compatible
+analyzer, applied inside each timed indexing run with a fresh stem cache) and
+the same BM25 parameters (Lucene variant, k1=0.9, b=0.4), k=1000 hits. Query
+analysis is included for both. Prints one Markdown table and writes it to
+eval/results/sparse.md. Quote the ratios: absolute times vary between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import bm25s  # noqa: E402
+import numpy as np  # noqa: E402
+
+from retrieval.analysis import Analyzer  # noqa: E402
+from retrieval.collections import load_documents, load_topics  # noqa: E402
+from retrieval.index import Index, build_index  # noqa: E402
+from retrieval.sparse.rankers import BM25  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results" / "sparse.md"
+
+
+def median_time(fn, repeats: int) -> float:
+    """Median wall time of fn() over `repeats` runs after one warm-up run."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def bench_collection(name: str, repeats: int, workdir: Path) -> list[dict]:
+    docs = list(load_documents(name))
+    queries = load_topics(name)
+    texts = list(queries.values())
+    path = workdir / name
+
+    def ours_index():
+        build_index(docs, path, analyzer=Analyzer(), progress=False)
+
+    def bm25s_index():
+        analyze = Analyzer()
+        model = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
+        model.index([analyze(d.contents) for d in docs], show_progress=False)
+        return model
+
+    rows = []
+    t_ours, t_bm25s = median_time(ours_index, repeats), median_time(bm25s_index, repeats)
+    rows.append({"collection": name, "measure": "indexing docs/s",
+                 "ours": len(docs) / t_ours, "bm25s": len(docs) / t_bm25s})
+
+    index = Index.open(path)
+    model = bm25s_index()
+    vocab = model.vocab_dict
+    query_analyzer = Analyzer()
+    for threads in (1, 2):
+        ours = BM25(index, k1=0.9, b=0.4, hits=1000, threads=threads)
+
+        def bm25s_search(threads=threads):
+            tokens = [[t for t in query_analyzer(q) if t in vocab] or [""] for q in texts]
+            model.retrieve(tokens, k=min(1000, len(docs)), show_progress=False,
+                           n_threads=threads if threads > 1 else 0)
+
+        t_ours = median_time(lambda ours=ours: ours(queries), repeats)
+        t_bm25s = median_time(bm25s_search, repeats)
+        rows.append({"collection": name, "measure": f"BM25 queries/s, k=1000, {threads} thread(s)",
+                     "ours": len(texts) / t_ours, "bm25s": len(texts) / t_bm25s})
+    return rows
+
+
+def machine_line() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"{os.cpu_count()} cores, {cpu}; Python {platform.python_version()}, "
+            f"numpy {np.__version__}, bm25s {bm25s.__version__}")
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| collection | measure | ours | bm25s | ours / bm25s |", "|---|---|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['collection']} | {r['measure']} | {r['ours']:,.0f} | "
+                     f"{r['bm25s']:,.0f} | {r['ours'] / r['bm25s']:.2f}x |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--collections", nargs="+", default=["cacm", "scifact"])
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = [r for c in args.collections for r in bench_collection(c, args.repeats, Path(tmp))]
+    out = (f"# Sparse indexing and BM25 search: this project vs bm25s\n\n"
+           f"Machine: {machine_line()}\n\nMedian of {args.repeats} runs after a warm-up; "
+           f"regenerate with `python eval/bench_sparse.py`.\n\n{table(rows)}\n")
+    print(out)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(out)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

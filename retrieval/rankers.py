@@ -1,0 +1,48 @@
+"""Ranker names -> stage constructors, shared by the CLI and experiment configs.
+
+To add a ranker: write a stage class (constructor takes the index and its
+parameters; `__call__(queries, run=None) -> Run`), then register a factory
+here under a short name. Parameter names are the CLI flag names with `_`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from retrieval.errors import InputError
+from retrieval.index import Index
+from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
+from retrieval.types import Stage
+
+Factory = Callable[..., Stage]
+
+
+def _bm25(index: Index, k1: float = 0.9, b: float = 0.4, hits: int = 1000, threads: int = 1,
+          **_: Any) -> Stage:
+    return BM25(index, k1=k1, b=b, hits=hits, threads=threads)
+
+
+def _qld(index: Index, mu: float = 1000.0, hits: int = 1000, threads: int = 1, **_: Any) -> Stage:
+    return QueryLikelihood(index, "dirichlet", mu=mu, hits=hits, threads=threads)
+
+
+def _qljm(index: Index, lam: float = 0.1, hits: int = 1000, threads: int = 1, **_: Any) -> Stage:
+    return QueryLikelihood(index, "jelinek-mercer", lam=lam, hits=hits, threads=threads)
+
+
+RANKERS: dict[str, Factory] = {"bm25": _bm25, "qld": _qld, "qljm": _qljm}
+SPARSE = {"bm25", "qld", "qljm"}
+
+
+def make_ranker(model: str, index: Index, rm3: bool = False, fb_docs: int = 10,
+                fb_terms: int = 10, original_weight: float = 0.5, **params: Any) -> Stage:
+    """Build the stage for `model` with its parameters, optionally wrapped in RM3."""
+    if model not in RANKERS:
+        raise InputError(f"unknown model {model!r}; expected one of {', '.join(sorted(RANKERS))}")
+    stage = RANKERS[model](index, **params)
+    if rm3:
+        if model not in SPARSE:
+            raise InputError(f"RM3 needs a sparse model (bm25, qld, qljm), not {model!r}")
+        stage = RM3(stage, fb_docs=fb_docs, fb_terms=fb_terms, original_weight=original_weight)
+    return stage

@@ -1,0 +1,49 @@
+"""Shared fixtures: the data directory and indexes built once per test run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from retrieval import collections
+from retrieval.index import Index, build_index
+
+DATA = collections.data_dir()
+
+
+def pytest_collection_modifyitems(config, items):
+    if not DATA.is_dir():
+        raise pytest.UsageError(f"test data not found at {DATA}; set RETRIEVAL_DATA")
+
+
+def _built(tmp_path_factory, name: str) -> Index:
+    path = tmp_path_factory.mktemp("indexes") / name
+    build_index(collections.load_documents(name), path, source=f"collection:{name}", progress=False)
+    return Index.open(path)
+
+
+@pytest.fixture(scope="session")
+def cacm_index(tmp_path_factory) -> Index:
+    return _built(tmp_path_factory, "cacm")
+
+
+@pytest.fixture(scope="session")
+def scifact_index(tmp_path_factory) -> Index:
+    return _built(tmp_path_factory, "scifact")
+
+
+@pytest.fixture()
+def tiny_docs(tmp_path) -> Path:
+    """A five-document BEIR corpus."""
+    path = tmp_path / "corpus.jsonl"
+    rows = [
+        ('d1', 'Cats', 'The cat sat on the mat. Cats like mats.'),
+        ('d2', 'Dogs', 'Dogs chase cats in the garden.'),
+        ('d3', '', 'Information retrieval systems rank documents.'),
+        ('d4', 'Retrieval', "Ranking documents by BM25 is retrieval's classic baseline."),
+        ('d5', '', 'A garden with no animals at all.'),
+    ]
+    import json
+    path.write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in rows))
+    return path

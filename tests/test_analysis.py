@@ -1,0 +1,33 @@
+from retrieval.analysis import LUCENE_ENGLISH_STOPWORDS, Analyzer, tokenize
+
+
+def test_tokenizer_follows_word_boundary_rules():
+    text = "The U.S.A. e.g. 3.14 1,000 x-ray don't 8:30 CA581201 foo_bar"
+    assert tokenize(text) == ["The", "U.S.A", "e.g", "3.14", "1,000", "x", "ray", "don't",
+                              "8", "30", "CA581201", "foo_bar"]
+
+
+def test_lucene_english_stop_set_has_33_words():
+    assert len(LUCENE_ENGLISH_STOPWORDS) == 33
+    assert {"the", "with", "into"} <= LUCENE_ENGLISH_STOPWORDS
+    assert "what" not in LUCENE_ENGLISH_STOPWORDS
+
+
+def test_analyzer_possessive_stop_lower_and_porter_as_lucene():
+    analyze = Analyzer()
+    assert analyze("The system's Computers and technology") == ["system", "comput", "technolog"]
+    assert analyze("as is") == []  # stopwords only
+    assert analyze("ab") == ["ab"]  # 2-character terms are not stemmed away
+
+
+def test_analyzer_options_and_settings_round_trip():
+    plain = Analyzer(stopwords=False, stemmer=None)
+    assert plain("The Cats") == ["the", "cats"]
+    assert Analyzer.from_settings(plain.settings).settings == plain.settings
+    assert Analyzer.from_settings(Analyzer().settings)("cats") == ["cat"]
+
+
+def test_punctuation_only_and_long_tokens():
+    analyze = Analyzer()
+    assert analyze("... --- !!! ___") == []
+    assert [len(t) for t in analyze("a" * 600)] == [255, 255, 90]

@@ -1,0 +1,67 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from retrieval.cli import main
+
+
+def run_cli(*args):
+    """Run the real console entry point in a subprocess: (exit code, stdout, stderr)."""
+    proc = subprocess.run([sys.executable, "-m", "retrieval.cli", *map(str, args)],
+                          capture_output=True, text=True)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_index_search_eval_end_to_end(tiny_docs, tmp_path):
+    idx, run = tmp_path / "idx", tmp_path / "runs" / "r.txt"
+    assert main(["index", "--collection", str(tiny_docs), "--index", str(idx)]) == 0
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("1\tcats in gardens\n2\tretrieval ranking\n")
+    qrels = tmp_path / "qrels"
+    qrels.write_text("1 0 d1 1\n2 0 d4 1\n2 0 d3 1\n")
+    assert main(["search", "--index", str(idx), "--topics", str(topics), "--model", "qld",
+                 "--mu", "100", "--output", str(run)]) == 0
+    lines = run.read_text().splitlines()
+    assert lines[0].split()[:4] == ["1", "Q0", "d1", "1"] and lines[0].endswith(" qld")
+    code, out, err = run_cli("eval", "--qrels", qrels, run, "--measures", "MAP nDCG@10", "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"MAP": 1.0, "nDCG@10": 1.0}
+    code, out, _ = run_cli("eval", "--qrels", qrels, run, "--per-query")
+    assert code == 0 and "MAP" in out and "\n2 " in out
+
+
+def test_search_output_is_byte_identical(tiny_docs, tmp_path):
+    main(["index", "--collection", str(tiny_docs), "--index", str(tmp_path / "idx")])
+    topics = tmp_path / "t.tsv"
+    topics.write_text("1\tcats\n2\tdocuments retrieval\n")
+    outs = []
+    for i, threads in enumerate((1, 2)):
+        out = tmp_path / f"r{i}"
+        main(["search", "--index", str(tmp_path / "idx"), "--topics", str(topics), "--rm3",
+              "--threads", str(threads), "--output", str(out)])
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] and outs[0]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["search", "--index", "{tmp}/none", "--topics", "cacm"], "no index here"),
+    (["eval", "--qrels", "{tmp}/q", "{tmp}/q"], "q:1: expected 6 fields"),
+    (["eval", "--qrels", "cacm", "{tmp}/r", "--measures", "bogus"], "unknown measure 'bogus'"),
+    (["index", "--collection", "{tmp}/q", "--index", "{tmp}/i"], "unknown collection format"),
+    (["search", "--index", "{tmp}/i", "--topics", "cacm:dev"], ""),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    (tmp_path / "q").write_text("1 0 d1 1\n")
+    (tmp_path / "r").write_text("1 Q0 d1 1 1.0 t\n")
+    code, out, err = run_cli(*[a.format(tmp=tmp_path) for a in args])
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("retrieval: error: ")
+    assert message in err and "Traceback" not in err
+
+
+def test_help_on_every_command():
+    for command in ("index", "search", "eval", "info"):
+        code, out, _ = run_cli(command, "--help")
+        assert code == 0 and "usage: retrieval " + command in out

@@ -1,0 +1,109 @@
+import gzip
+
+import pytest
+
+from retrieval.errors import InputError
+from retrieval.formats import read_documents, read_qrels, read_run, read_topics, write_run
+from retrieval.formats.html import html_to_document
+from retrieval.formats.smart import cranfield_gain, read_cranfield_qrels, read_smart_queries
+from retrieval.formats.trec import format_run
+from retrieval.types import Run
+
+
+def write(tmp_path, name, text, mode="w"):
+    path = tmp_path / name
+    (path.write_bytes if mode == "wb" else path.write_text)(text)
+    return path
+
+
+def test_trec_documents_and_missing_docno(tmp_path):
+    path = write(tmp_path, "docs.trec", "<DOC>\n<DOCNO>a</DOCNO>\nhello <b>world</b>\n</DOC>\n"
+                 "<DOC>\n<DOCNO>b</DOCNO>\nbye\n</DOC>\n")
+    docs = list(read_documents(path))
+    assert [(d.id, d.text) for d in docs] == [("a", "hello world"), ("b", "bye")]
+    bad = write(tmp_path, "bad.trec", "<DOC>\n<DOCNO>a</DOCNO>\nx\n</DOC>\n<DOC>\nno id\n</DOC>\n")
+    with pytest.raises(InputError, match=r"bad.trec:5: document without <DOCNO>"):
+        list(read_documents(bad))
+    unclosed = write(tmp_path, "open.trec", "<DOC>\n<DOCNO>a</DOCNO>\n")
+    with pytest.raises(InputError, match=r"open.trec:1: <DOC> is never closed"):
+        list(read_documents(unclosed))
+
+
+def test_trec_topics_both_forms(tmp_path):
+    top = write(tmp_path, "t1", "<top>\n<num> Number: 301\n<title> Foreign minorities\n"
+                "<desc> Description:\nWhich minorities?\n</top>\n")
+    assert read_topics(top) == {"301": "Foreign minorities"}
+    assert read_topics(top, "title+desc") == {"301": "Foreign minorities Which minorities?"}
+    doc = write(tmp_path, "t2", "<DOC>\n<DOCNO> 1 </DOCNO>\n What about TSS?\n</DOC>\n")
+    assert read_topics(doc) == {"1": "What about TSS?"}
+
+
+def test_topics_errors(tmp_path):
+    with pytest.raises(InputError, match="unknown topic format"):
+        read_topics(write(tmp_path, "t", "just some words\n"))
+    with pytest.raises(InputError, match=r":1: query '7' is empty"):
+        read_topics(write(tmp_path, "e", "<top><num>7</num><title> </title></top>"))
+    with pytest.raises(InputError, match=r"q.tsv:2: expected 'qid<TAB>text'"):
+        read_topics(write(tmp_path, "q.tsv", "1\tfine\n2\tbad\textra\n"))
+
+
+def test_qrels_trec_and_beir(tmp_path):
+    trec = write(tmp_path, "q", "1 0 d1 1\n1 0 d2 0\n2 Q0 d3 2\n")
+    assert read_qrels(trec) == {"1": {"d1": 1, "d2": 0}, "2": {"d3": 2}}
+    beir = write(tmp_path, "q.tsv", "query-id\tcorpus-id\tscore\n1\td1\t1\n")
+    assert read_qrels(beir) == {"1": {"d1": 1}}
+    with pytest.raises(InputError, match=r"bad:2: expected 4 fields"):
+        read_qrels(write(tmp_path, "bad", "1 0 d1 1\n1 0 d2\n"))
+    with pytest.raises(InputError, match=r"bad2:1: relevance 'x' is not an integer"):
+        read_qrels(write(tmp_path, "bad2", "1 0 d1 x\n"))
+
+
+def test_beir_corpus_gz_and_errors(tmp_path):
+    path = tmp_path / "c.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"_id": "1", "title": "T", "text": "body"}\n'))
+    (doc,) = read_documents(path)
+    assert doc.contents == "T body"
+    bad = write(tmp_path, "c.jsonl", '{"_id": "1", "text": "ok"}\n{"_id": 2, "text": \n')
+    with pytest.raises(InputError, match=r"c.jsonl:2: invalid JSON"):
+        list(read_documents(bad))
+
+
+def test_invalid_utf8_and_nul_are_reported_with_line(tmp_path):
+    with pytest.raises(InputError, match=r"u.jsonl:2: invalid UTF-8"):
+        list(read_documents(write(tmp_path, "u.jsonl", b'{"_id":"1"}\n{"_id":"\xff"}\n', "wb")))
+    with pytest.raises(InputError, match=r"n:1: NUL byte"):
+        read_qrels(write(tmp_path, "n", b"1 0 d\x00 1\n", "wb"))
+
+
+def test_smart_queries_renumbered_and_cranfield_gains(tmp_path):
+    qry = write(tmp_path, "cran.qry", ".I 001\n.W\nfirst query\n.I 004\n.W\nsecond\nline\n")
+    assert read_smart_queries(qry) == {"1": "first query", "2": "second line"}
+    assert read_smart_queries(qry, renumber=False) == {"1": "first query", "4": "second line"}
+    assert [cranfield_gain(c) for c in (1, 2, 3, 4, -1)] == [4, 3, 2, 1, 0]
+    rel = write(tmp_path, "cranqrel", "1 184 2 \n1 29 -1\n")
+    assert read_cranfield_qrels(rel) == {"1": {"184": 3, "29": 0}}
+    with pytest.raises(InputError, match=r"cranqrel2:1: relevance code 9"):
+        read_cranfield_qrels(write(tmp_path, "cranqrel2", "1 2 9\n"))
+
+
+def test_html_text_extraction():
+    doc = html_to_document("CACM-1", "<html><head><title>T</title></head><pre>A &amp; B\n"
+                                      "<script>x()</script>c</pre></html>")
+    assert doc == ("CACM-1", "T", "A & B c")
+
+
+def test_run_round_trip_is_lossless_and_deterministic(tmp_path):
+    run = Run({"q1": [("b", 1.5), ("a", 1.5), ("c", 0.1 + 0.2)], "q2": [("z", -3.25)]})
+    assert run["q1"] == [("a", 1.5), ("b", 1.5), ("c", 0.30000000000000004)]
+    write_run(run, tmp_path / "r.txt", "t")
+    assert read_run(tmp_path / "r.txt") == run
+    assert (tmp_path / "r.txt").read_text() == format_run(run, "t")
+    write_run(read_run(tmp_path / "r.txt"), tmp_path / "r2.txt", "t")
+    assert (tmp_path / "r.txt").read_bytes() == (tmp_path / "r2.txt").read_bytes()
+
+
+def test_run_errors(tmp_path):
+    with pytest.raises(InputError, match=r"r:1: score 'x' is not a number"):
+        read_run(write(tmp_path, "r", "1 Q0 d 1 x t\n"))
+    with pytest.raises(InputError, match=r"r2:2: document 'd' appears twice"):
+        read_run(write(tmp_path, "r2", "1 Q0 d 1 2 t\n1 Q0 d 2 1 t\n"))

@@ -1,0 +1,67 @@
+import json
+
+import numpy as np
+import pytest
+
+from retrieval import storage
+from retrieval.errors import InputError
+from retrieval.formats import read_documents
+from retrieval.index import Index, build_index
+from retrieval.types import Document
+
+
+def test_build_and_open(tiny_docs, tmp_path):
+    manifest = build_index(read_documents(tiny_docs), tmp_path / "idx", progress=False)
+    assert manifest["stats"]["documents"] == 5
+    index = Index.open(tmp_path / "idx")
+    assert index.doc_ids.tolist() == ["d1", "d2", "d3", "d4", "d5"]
+    assert index.docstore.get("d2").text == "Dogs chase cats in the garden."
+    inverted = index.inverted
+    cat = inverted.term_ids["cat"]
+    docs, tfs = inverted.postings(cat)
+    assert docs.tolist() == [0, 1] and tfs.tolist() == [3, 1]  # Cats, cat, Cats / cats
+    assert not inverted.docnos.flags.owndata  # memory-mapped, not loaded
+    assert index.has("inverted") and not index.has("dense")
+    with pytest.raises(InputError, match="has no 'dense' part"):
+        index.require("dense")
+
+
+def test_failed_build_keeps_previous_index(tiny_docs, tmp_path):
+    build_index(read_documents(tiny_docs), tmp_path / "idx", progress=False)
+
+    def broken():
+        yield Document("x1", "", "fine")
+        raise RuntimeError("crash in the middle of a build")
+
+    with pytest.raises(RuntimeError):
+        build_index(broken(), tmp_path / "idx", progress=False)
+    assert Index.open(tmp_path / "idx").num_docs == 5
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp dirs left
+
+
+def test_duplicate_doc_ids_rejected(tmp_path):
+    docs = [Document("a", "", "x"), Document("a", "", "y")]
+    with pytest.raises(InputError, match="duplicate document id 'a'"):
+        build_index(docs, tmp_path / "idx", progress=False)
+    assert not (tmp_path / "idx").exists()
+
+
+def test_missing_wrong_version_and_altered_index(tiny_docs, tmp_path):
+    with pytest.raises(InputError, match="no index here"):
+        Index.open(tmp_path / "nothing")
+    build_index(read_documents(tiny_docs), tmp_path / "idx", progress=False)
+    manifest_path = tmp_path / "idx" / storage.MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    (tmp_path / "idx" / "inverted" / "tfs.npy").write_bytes(b"garbage")
+    with pytest.raises(InputError, match=r"tfs.npy: index file is truncated or altered"):
+        Index.open(tmp_path / "idx")
+    manifest["format_version"] = 999
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="format version 999 is not supported"):
+        Index.open(tmp_path / "idx")
+
+
+def test_arrays_never_unpickle(tmp_path):
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(InputError, match="cannot read array"):
+        storage.load_array(tmp_path / "obj.npy", mmap=False)

@@ -1,0 +1,94 @@
+import math
+
+import numpy as np
+import pytest
+
+from retrieval.formats import read_documents
+from retrieval.index import Index, build_index
+from retrieval.sparse.lucene_norms import byte4_to_int, int_to_byte4, quantised_lengths
+from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
+from retrieval.types import Queries
+
+
+@pytest.fixture()
+def tiny(tiny_docs, tmp_path) -> Index:
+    build_index(read_documents(tiny_docs), tmp_path / "idx", progress=False)
+    return Index.open(tmp_path / "idx")
+
+
+def test_lucene_norm_quantisation():
+    assert [byte4_to_int(int_to_byte4(n)) for n in (0, 5, 23, 24, 100, 122)] == [0, 5, 23, 24, 96, 120]
+    assert quantised_lengths(np.array([122, 3])).tolist() == [120.0, 3.0]
+
+
+def test_bm25_matches_lucene_formula(tiny):
+    run = BM25(tiny, k1=1.2, b=0.75)(Queries({"q": "garden"}))
+    lengths = tiny.inverted.doc_lengths
+    avgdl = lengths.sum() / len(lengths)
+    idf = math.log(1 + (5 - 2 + 0.5) / (2 + 0.5))
+    expected = {d: idf * 1 / (1 + 1.2 * (1 - 0.75 + 0.75 * lengths[i] / avgdl))
+                for d, i in (("d2", 1), ("d5", 4))}
+    assert dict(run["q"]) == pytest.approx(expected)
+    assert [d for d, _ in run["q"]] == sorted(expected, key=lambda d: -expected[d])
+
+
+def test_repeated_query_terms_weigh_more(tiny):
+    once = dict(BM25(tiny)(Queries({"q": "cats garden"}))["q"])
+    twice = dict(BM25(tiny)(Queries({"q": "cats cats garden"}))["q"])
+    assert twice["d1"] == pytest.approx(2 * once["d1"])
+
+
+def test_ties_broken_by_doc_id(tiny):
+    run = BM25(tiny)(Queries({"q": "garden"}))
+    qld = QueryLikelihood(tiny, mu=1e9)(Queries({"q": "documents"}))  # huge mu: near-ties
+    assert [d for d, _ in run["q"]] == ["d2", "d5"] or run["q"][0][1] != run["q"][1][1]
+    assert len(qld["q"]) == 2
+
+
+def test_ql_rescoring_equals_ql_restricted(tiny):
+    queries = Queries({"q": "cats garden documents"})
+    first = BM25(tiny, hits=3)(queries)
+    for ql in (QueryLikelihood(tiny, mu=50), QueryLikelihood(tiny, "jelinek-mercer", lam=0.3)):
+        alone = dict(ql(queries)["q"])
+        rescored = ql(queries, first)["q"]
+        assert {d for d, _ in rescored} == {d for d, _ in first["q"]}
+        assert all(s == alone[d] for d, s in rescored)
+        assert [s for _, s in rescored] == sorted((s for _, s in rescored), reverse=True)
+
+
+def test_stopword_query_gets_empty_ranking_with_warning(tiny, capsys):
+    run = BM25(tiny)(Queries({"q": "the and of"}))
+    assert run["q"] == []
+    assert "no indexed terms" in capsys.readouterr().err
+
+
+def test_rm3_expands_with_feedback_terms(cacm_index):
+    bm25 = BM25(cacm_index)
+    rm3 = RM3(bm25, fb_docs=10, fb_terms=10, original_weight=0.5)
+    text = "time sharing operating systems"
+    expanded = rm3.expand(text, bm25(Queries({"q": text}))["q"])
+    assert math.isclose(sum(expanded.values()), 1.0)
+    assert len(expanded) > 4  # feedback terms were added
+    assert all(expanded[t] >= 0.5 / 4 for t in ("time", "share", "oper", "system"))
+    terms = cacm_index.inverted.term_ids
+    added = [t for t in expanded if t not in ("time", "share", "oper", "system")]
+    assert all(rm3.eligible[terms[t]] for t in added)
+    run = rm3(Queries({"q": text}))
+    assert len(run["q"]) == 1000
+    given = rm3(Queries({"q": text}), bm25(Queries({"q": text})))  # feedback from a given run
+    assert given == run
+
+
+def test_rm3_ignores_terms_in_most_documents(tiny):
+    rm3 = RM3(BM25(tiny), fb_docs=2, fb_terms=5)
+    assert not rm3.eligible.any()  # every term is in >10% of 5 documents
+
+
+def test_threads_give_identical_runs(cacm_index):
+    from retrieval.collections import load_topics
+
+    queries = load_topics("cacm")
+    one = BM25(cacm_index, threads=1)(queries)
+    two = BM25(cacm_index, threads=2)(queries)
+    assert one == two
+    assert RM3(QueryLikelihood(cacm_index, threads=2))(queries) == RM3(QueryLikelihood(cacm_index))(queries)
