@@ -10,9 +10,13 @@ is analysed once and cached.
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 import threading
-from typing import Any
+from collections import deque
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import Any, TypeVar
 
 from nltk.stem.porter import PorterStemmer
 
@@ -91,3 +95,38 @@ class Analyzer:
                     cache[token] = terms
             out.extend(terms)
         return out
+
+
+T = TypeVar("T")
+_worker_analyzer: Analyzer | None = None
+
+
+def _init_worker(settings: dict[str, Any]) -> None:
+    global _worker_analyzer
+    _worker_analyzer = Analyzer.from_settings(settings)
+
+
+def _analyse_batch(texts: list[str]) -> list[list[str]]:
+    return [_worker_analyzer(t) for t in texts]
+
+
+def analyse_all(items: Iterable[T], text_of, analyzer: Analyzer, workers: int = 1,
+                batch: int = 256) -> Iterator[tuple[T, list[str]]]:
+    """(item, terms of text_of(item)) for every item, in order; `workers` > 1 analyses
+    in that many processes (results are identical, only faster on several cores)."""
+    if workers <= 1:
+        for item in items:
+            yield item, analyzer(text_of(item))
+        return
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(workers, _init_worker, (analyzer.settings,)) as pool:
+        pending: deque = deque()
+        iterator = iter(items)
+        while chunk := list(islice(iterator, batch)):
+            pending.append((chunk, pool.apply_async(_analyse_batch, ([text_of(i) for i in chunk],))))
+            if len(pending) > 2 * workers:
+                done, result = pending.popleft()
+                yield from zip(done, result.get())
+        while pending:
+            done, result = pending.popleft()
+            yield from zip(done, result.get())

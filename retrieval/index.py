@@ -3,7 +3,9 @@
     index/
       manifest.json   format version, analyzer, statistics, parts, checksums
       docs.sqlite     doc store (id, title, text)
-      docids.npy      doc id of each docno (the internal number 0..N-1)
+      docids.npy      doc id of each docno (the internal number 0..N-1); docnos
+                      follow sorted doc id order, so ties broken by docno are
+                      broken by doc id
       inverted/       postings (sparse.inverted)
       dense/, late/   added by later stages via storage.add_part
 """
@@ -19,7 +21,7 @@ import numpy as np
 from tqdm import tqdm
 
 from retrieval import storage
-from retrieval.analysis import Analyzer
+from retrieval.analysis import Analyzer, analyse_all
 from retrieval.docstore import FILENAME as DOCSTORE_FILE
 from retrieval.docstore import DocStore, write_docstore
 from retrieval.errors import InputError
@@ -30,23 +32,30 @@ DOCIDS_FILE = "docids.npy"
 
 
 def build_index(documents: Iterable[Document], path: str | Path, source: str = "",
-                analyzer: Analyzer | None = None, progress: bool = True) -> dict[str, Any]:
+                analyzer: Analyzer | None = None, progress: bool = True,
+                workers: int = 1) -> dict[str, Any]:
     """Build doc store + inverted index at `path` atomically; returns the manifest.
 
     An existing index at `path` is replaced only once the new one is complete.
+    `workers` > 1 analyses text in that many processes (same index, faster).
     """
     analyzer = analyzer or Analyzer()
     path = Path(path)
     with storage.atomic_directory(path) as tmp:
         builder, doc_ids = InvertedIndexBuilder(), []
         stored = write_docstore(tmp / DOCSTORE_FILE, documents)
-        for doc in tqdm(stored, desc="indexing", unit=" docs", disable=not progress or None):
+        analysed = analyse_all(stored, Document.contents.fget, analyzer, workers)
+        for doc, terms in tqdm(analysed, desc="indexing", unit=" docs", disable=not progress or None):
             doc_ids.append(doc.id)
-            builder.add(analyzer(doc.contents))
+            builder.add(terms)
         if not doc_ids:
             raise InputError("the collection has no documents", source or None)
-        stats = builder.write(tmp / "inverted")
-        storage.save_array(tmp / DOCIDS_FILE, np.array(doc_ids, dtype=str))
+        ids = np.array(doc_ids, dtype=str)
+        by_id = np.argsort(ids, kind="stable")
+        docno_of = np.empty(len(ids), dtype=np.int64)
+        docno_of[by_id] = np.arange(len(ids))
+        stats = builder.write(tmp / "inverted", docno_of)
+        storage.save_array(tmp / DOCIDS_FILE, ids[by_id])
         manifest = {
             "format_version": storage.FORMAT_VERSION,
             "created": storage.now(),
@@ -118,13 +127,6 @@ class Index:
     def docno(self) -> dict[str, int]:
         """Doc id -> docno."""
         return {d: i for i, d in enumerate(self.doc_id_list)}
-
-    @cached_property
-    def tiebreak(self) -> np.ndarray:
-        """Rank of each docno's doc id in sorted order: ties go to the smaller doc id."""
-        rank = np.empty(self.num_docs, dtype=np.int64)
-        rank[np.argsort(self.doc_ids, kind="stable")] = np.arange(self.num_docs)
-        return rank
 
     @cached_property
     def docstore(self) -> DocStore:

@@ -65,3 +65,16 @@ def test_arrays_never_unpickle(tmp_path):
     np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     with pytest.raises(InputError, match="cannot read array"):
         storage.load_array(tmp_path / "obj.npy", mmap=False)
+
+
+def test_docnos_follow_doc_id_order_and_parallel_build_is_identical(tmp_path):
+    docs = [Document(i, "", f"text {i} shared words") for i in ("b", "c", "a", "10", "9")]
+    one = build_index(docs, tmp_path / "one", progress=False, workers=1)
+    two = build_index(docs, tmp_path / "two", progress=False, workers=2)
+    assert one["parts"]["inverted"]["files"] == two["parts"]["inverted"]["files"]
+    index = Index.open(tmp_path / "one")
+    assert index.doc_ids.tolist() == ["10", "9", "a", "b", "c"]
+    assert [d.id for d in index.docstore] == ["b", "c", "a", "10", "9"]  # collection order
+    assert index.inverted.doc_lengths.tolist() == [4, 4, 3, 4, 4]  # "a" is a stopword
+    docs_of_b, _ = index.inverted.postings(index.inverted.term_ids["b"])
+    assert docs_of_b.tolist() == [3]

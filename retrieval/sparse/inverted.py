@@ -39,8 +39,11 @@ class InvertedIndexBuilder:
         self.tfs.append(np.fromiter(counts.values(), dtype=np.int32, count=len(counts)))
         self.lengths.append(len(terms))
 
-    def write(self, out: Path) -> dict[str, Any]:
-        """Write the arrays into `out` and return collection statistics."""
+    def write(self, out: Path, docno_of: np.ndarray | None = None) -> dict[str, Any]:
+        """Write the arrays into `out` and return collection statistics.
+
+        `docno_of[i]` renumbers the i-th added document (default: keep order).
+        """
         out.mkdir(parents=True, exist_ok=True)
         terms = sorted(self.vocab)
         remap = np.empty(len(terms), dtype=np.int32)  # first-seen id -> sorted id
@@ -48,8 +51,9 @@ class InvertedIndexBuilder:
         sizes = [len(a) for a in self.term_ids]
         term_ids = remap[np.concatenate(self.term_ids)] if sizes else np.zeros(0, np.int32)
         tfs = np.concatenate(self.tfs) if sizes else np.zeros(0, np.int32)
-        docnos = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
-        order = np.argsort(term_ids, kind="stable")  # by term, docnos stay ascending
+        docno_of = np.arange(len(sizes)) if docno_of is None else np.asarray(docno_of)
+        docnos = np.repeat(docno_of.astype(np.int32), sizes)
+        order = np.lexsort((docnos, term_ids))  # by term, then docno
         indptr = np.zeros(len(terms) + 1, dtype=np.int64)
         np.cumsum(np.bincount(term_ids, minlength=len(terms)), out=indptr[1:])
         encoded = [t.encode() for t in terms]
@@ -60,7 +64,8 @@ class InvertedIndexBuilder:
         save_array(out / "indptr.npy", indptr)
         save_array(out / "docnos.npy", docnos[order])
         save_array(out / "tfs.npy", tfs[order])
-        lengths = np.array(self.lengths, dtype=np.int32)
+        lengths = np.empty(len(sizes), dtype=np.int32)
+        lengths[docno_of] = self.lengths
         save_array(out / "doc_lengths.npy", lengths)
         return {"documents": len(lengths), "unique_terms": len(terms),
                 "total_terms": int(lengths.sum()), "postings": int(len(tfs))}

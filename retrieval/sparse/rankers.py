@@ -62,7 +62,7 @@ class SparseRanker:
     @cached_property
     def searcher(self) -> ImpactSearcher:
         inverted = self.index.inverted
-        return ImpactSearcher(inverted, self.model.impacts(inverted), self.index.tiebreak)
+        return ImpactSearcher(inverted, self.model.impacts(inverted))
 
     def analyse(self, text: str) -> Counter[str]:
         """Query term counts after analysis (terms unknown to the index included)."""
@@ -93,7 +93,7 @@ class SparseRanker:
             raise InputError(f"run names document {e.args[0]!r}, which is not in the index",
                              self.index.path) from None
         scores = self.searcher.score(query, docs)
-        order = np.lexsort((self.index.tiebreak[docs], -scores))
+        order = np.lexsort((docs, -scores))  # docno order is doc id order
         return self.ranking(docs[order], scores[order])
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:

@@ -2,7 +2,8 @@
 
 Accumulation is vectorised with numpy (gather the query terms' postings,
 `bincount` them into per-document sums); the top k comes from a partial sort,
-with ties broken by doc id ascending so results never depend on chance.
+with ties broken by docno ascending (= doc id ascending: the index numbers
+documents in doc id order) so results never depend on chance.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ WeightedQuery = list[tuple[int, float]]  # (term id, weight)
 class ImpactSearcher:
     """Sums weighted impacts over postings; used by every sparse ranker."""
 
-    def __init__(self, index: InvertedIndex, impacts: np.ndarray, tiebreak: np.ndarray):
+    def __init__(self, index: InvertedIndex, impacts: np.ndarray):
         self.index = index
         self.impacts = impacts
-        self.tiebreak = tiebreak  # rank of each docno's doc id in sorted order
         self.always_positive = bool(len(impacts)) and float(np.min(impacts)) > 0.0
 
     def accumulate(self, query: WeightedQuery) -> tuple[np.ndarray, np.ndarray]:
@@ -42,12 +42,15 @@ class ImpactSearcher:
         return matched, np.bincount(inverse, weights=values, minlength=len(matched))
 
     def top_k(self, docs: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The k best (docno, score), score descending then doc id ascending."""
+        """The k best (docno, score), score descending then docno ascending.
+
+        `docs` must be ascending: the stable sort then keeps ties in docno order.
+        """
         if len(docs) > k:
             kth = np.partition(scores, len(scores) - k)[len(scores) - k]
             keep = scores >= kth
             docs, scores = docs[keep], scores[keep]
-        order = np.lexsort((self.tiebreak[docs], -scores))[:k]
+        order = np.argsort(-scores, kind="stable")[:k]
         return docs[order], scores[order]
 
     def search(self, query: WeightedQuery, k: int) -> tuple[np.ndarray, np.ndarray]:
