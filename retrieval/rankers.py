@@ -8,8 +8,10 @@ here under a short name. Parameter names are the CLI flag names with `_`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from retrieval import storage
 from retrieval.errors import InputError
 from retrieval.index import Index
 from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
@@ -33,11 +35,36 @@ def _qljm(index: Index, lam: float = 0.1, hits: int = 1000, threads: int = 1, **
 
 RANKERS: dict[str, Factory] = {"bm25": _bm25, "qld": _qld, "qljm": _qljm}
 SPARSE = {"bm25", "qld", "qljm"}
+LUCENE_MODELS = {"bm25", "qld"}
+
+
+def detect_backend(path: str | Path) -> str:
+    """"lucene" for an index built by the Lucene backend or a plain Anserini index, else "native"."""
+    path = Path(path)
+    if (path / storage.MANIFEST).is_file():
+        return storage.read_manifest(path).get("backend", "native")
+    return "lucene" if any(path.glob("segments_*")) else "native"
+
+
+def make_lucene_ranker(model: str, index: str | Path, rm3: bool = False, fb_docs: int = 10,
+                       fb_terms: int = 10, original_weight: float = 0.5, k1: float = 0.9,
+                       b: float = 0.4, mu: float = 1000.0, hits: int = 1000, threads: int = 1,
+                       **_: Any) -> Stage:
+    """The Anserini/Lucene stage for `model` (bm25 or qld), through pyserini's jar."""
+    if model not in LUCENE_MODELS:
+        raise InputError(f"the lucene backend runs {', '.join(sorted(LUCENE_MODELS))}, not {model!r}")
+    from retrieval.lucene import LuceneBM25, LuceneQLD
+
+    feedback = {"rm3": rm3, "fb_docs": fb_docs, "fb_terms": fb_terms,
+                "original_weight": original_weight, "hits": hits, "threads": threads}
+    if model == "bm25":
+        return LuceneBM25(index, k1=k1, b=b, **feedback)
+    return LuceneQLD(index, mu=mu, **feedback)
 
 
 def make_ranker(model: str, index: Index, rm3: bool = False, fb_docs: int = 10,
                 fb_terms: int = 10, original_weight: float = 0.5, **params: Any) -> Stage:
-    """Build the stage for `model` with its parameters, optionally wrapped in RM3."""
+    """Build the native stage for `model` with its parameters, optionally wrapped in RM3."""
     if model not in RANKERS:
         raise InputError(f"unknown model {model!r}; expected one of {', '.join(sorted(RANKERS))}")
     stage = RANKERS[model](index, **params)

@@ -1,4 +1,6 @@
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 
@@ -65,3 +67,19 @@ def test_help_on_every_command():
     for command in ("index", "search", "eval", "info"):
         code, out, _ = run_cli(command, "--help")
         assert code == 0 and "usage: retrieval " + command in out
+
+
+def test_lucene_backend_through_the_cli(tiny_docs, tmp_path):
+    if importlib.util.find_spec("jnius") is None and not os.environ.get("CI"):
+        pytest.skip("the Lucene backend is not installed (pip install -e '.[lucene]')")
+    idx, out = tmp_path / "lucene", tmp_path / "run.txt"
+    code, _, err = run_cli("index", "--backend", "lucene", "--collection", tiny_docs, "--index", idx)
+    assert code == 0, err
+    assert json.loads((idx / "manifest.json").read_text())["backend"] == "lucene"
+    topics = tmp_path / "t.tsv"
+    topics.write_text("1\tcats garden\n")
+    code, _, err = run_cli("search", "--index", idx, "--topics", topics, "--output", out)
+    assert code == 0, err
+    assert [line.split()[2] for line in out.read_text().splitlines()] == ["d2", "d1", "d5"]
+    code, _, err = run_cli("search", "--index", idx, "--topics", topics, "--model", "qljm")
+    assert code == 2 and "lucene backend runs bm25, qld" in err

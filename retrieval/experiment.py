@@ -1,0 +1,659 @@
+"""Config-driven experiments: build what is missing, run every pipeline, evaluate, compare.
+
+A YAML config names a collection, index settings, pipelines, measures, the
+baseline and optional parameter sweeps (see configs/cacm.yaml)::
+
+    collection: cacm                 # named collection or a path; topics/qrels default to it
+    index: {path: indexes/cacm, stopwords: true, stemmer: porter}
+    measures: [MAP, P@30, nDCG@10]
+    baseline: bm25
+    pipelines:
+      bm25: bm25                     # a ranker name ...
+      qld: {model: qld, mu: 1000}    # ... a ranker with parameters ...
+      bm25>>qld:                     # ... or stages in order, each with an optional cutoff
+        - {model: bm25, cutoff: 100}
+        - qld
+    sweeps:
+      bm25-tuned:                    # becomes a system when a setting is selected
+        pipeline: bm25
+        grid: {k1: [0.6, 0.9, 1.2], b: [0.3, 0.4, 0.75]}
+        measure: MAP
+        select_on: folds             # a train split ("scifact:train"), "folds", or omitted
+
+`model` is any ranker registered in retrieval.rankers; the other keys are its
+parameters. The index is rebuilt only when missing or when its manifest's
+source/analyzer differ from the config. Run files are cached beside a key
+(hash of the pipeline config, the index manifest and the topics), so a re-run
+with nothing changed reads them back instead of searching.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from tqdm import tqdm
+
+from retrieval import collections, storage
+from retrieval.analysis import Analyzer
+from retrieval.errors import InputError
+from retrieval.evaluation import evaluate, parse_measures, per_query
+from retrieval.formats.trec import read_run, write_run
+from retrieval.index import Index, build_index
+from retrieval.pipeline import Cut, Pipeline
+from retrieval.rankers import RANKERS, make_ranker
+from retrieval.significance import Comparison, compare
+from retrieval.types import Qrels, Queries, Run
+
+CACHE_VERSION = 1
+IPREC = [f"IPrec@{r / 10:.1f}" for r in range(11)]
+RANKER_OPTIONS = {"rm3": False, "fb_docs": 10, "fb_terms": 10, "original_weight": 0.5}
+UNKEYED = {"threads"}  # parameters that do not change results
+TOP_KEYS = {"name", "collection", "topics", "topic_field", "qrels", "remove_query_ids", "index",
+            "threads", "measures", "baseline", "alpha", "pipelines", "sweeps"}
+
+# ---------------------------------------------------------------- YAML with line numbers
+
+
+class Located(dict):
+    """A YAML mapping that remembers its file and the line of each key."""
+
+    path: str
+    line: int
+    lines: dict[Any, int]
+
+    def where(self, key: Any = None) -> tuple[str, int]:
+        return self.path, self.lines.get(key, self.line)
+
+    def fail(self, message: str, key: Any = None) -> InputError:
+        return InputError(message, *self.where(key))
+
+
+class _Loader(yaml.SafeLoader):
+    path = "<config>"
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Located:
+    loader.flatten_mapping(node)
+    out = Located()
+    out.path, out.line, out.lines = loader.path, node.start_mark.line + 1, {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        if not isinstance(key, (str, int, float)):
+            raise InputError("mapping keys must be plain words", loader.path, line)
+        if key in out:
+            raise InputError(f"duplicate key {key!r}", loader.path, line)
+        out[key] = loader.construct_object(value_node, deep=True)
+        out.lines[key] = line
+    return out
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def read_yaml(path: str | Path) -> Located:
+    """Parse a YAML file whose top level is a mapping; syntax errors name file:line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read config ({e})", path) from None
+    loader = _Loader(text)
+    loader.path = str(path)
+    try:
+        data = loader.get_single_data()
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        problem = getattr(e, "problem", None) or str(e)
+        line = mark.line + 1 if mark else None
+        raise InputError(f"invalid YAML: {problem}", path, line) from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, Located):
+        raise InputError("a config must be a YAML mapping (key: value lines)", path, 1)
+    return data
+
+
+# ---------------------------------------------------------------- the config
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One ranker of a pipeline: registered model name, parameters, optional rank cut-off."""
+
+    model: str
+    params: dict[str, Any]
+    cutoff: int | None = None
+    where: tuple[str, int] = ("<config>", 0)
+
+    def keyed(self) -> dict[str, Any]:
+        """What determines the stage's output (for cache keys)."""
+        params = {k: v for k, v in sorted(self.params.items()) if k not in UNKEYED}
+        return {"model": self.model, "params": params, "cutoff": self.cutoff}
+
+    def label(self) -> str:
+        params = ", ".join(f"{k}={v}" for k, v in sorted(self.params.items()) if k not in UNKEYED)
+        text = self.model + (f"({params})" if params else "")
+        return text + (f" % {self.cutoff}" if self.cutoff else "")
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A parameter grid over one stage of a pipeline, and how a setting is selected."""
+
+    name: str
+    pipeline: str
+    stage: int
+    grid: dict[str, list[Any]]
+    measure: str
+    select_on: str | None  # a topics spec (train split), "folds", or None: report only
+    where: tuple[str, int]
+
+
+@dataclass
+class Config:
+    """An experiment config, validated."""
+
+    path: Path
+    name: str
+    collection: str
+    topics: str
+    topic_field: str
+    qrels: str
+    remove_query_ids: bool
+    index_path: Path
+    stopwords: bool
+    stemmer: str | None
+    threads: int
+    measures: list[str]
+    baseline: str
+    alpha: float
+    pipelines: dict[str, list[StageSpec]]
+    sweeps: list[SweepSpec] = field(default_factory=list)
+
+
+def _get(m: Located, key: str, kind: type | tuple[type, ...], default: Any = None,
+         what: str = "") -> Any:
+    value = m.get(key, default)
+    if value is None and default is None:
+        return None
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float)):
+        names = what or (kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__
+                                                                               for k in kind))
+        raise m.fail(f"{key!r} must be {names}, got {value!r}", key)
+    return value
+
+
+def _check_keys(m: Located, allowed: set[str], what: str) -> None:
+    for key in m:
+        if key not in allowed:
+            raise m.fail(f"unknown key {key!r} in {what}; expected one of "
+                         + ", ".join(sorted(allowed)), key)
+
+
+def ranker_params(model: str) -> dict[str, Any] | None:
+    """Parameter name -> default for a registered ranker, or None if it takes any keywords."""
+    sig = inspect.signature(RANKERS[model])
+    named = {p.name: p.default for p in list(sig.parameters.values())[1:]
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    if not named and any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return {**named, **RANKER_OPTIONS}
+
+
+def _check_param(model: str, name: str, value: Any, where: tuple[str, int]) -> None:
+    allowed = ranker_params(model)
+    if allowed is None:
+        return
+    if name not in allowed:
+        raise InputError(f"unknown parameter {name!r} for {model}; expected one of "
+                         + ", ".join(sorted(allowed)), *where)
+    default = allowed[name]
+    if default is None or default is inspect.Parameter.empty:
+        return
+    kind = (int, float) if type(default) is float else type(default)
+    if not isinstance(value, kind) or (isinstance(value, bool) and type(default) is not bool):
+        raise InputError(f"parameter {name!r} of {model} must be {type(default).__name__}, "
+                         f"got {value!r}", *where)
+
+
+def _stage(raw: Any, parent: Located, key: Any, threads: int) -> StageSpec:
+    where = parent.where(key)
+    if isinstance(raw, str):
+        raw_map: dict[str, Any] = {"model": raw}
+        lines: dict[str, int] = {}
+    elif isinstance(raw, Located):
+        raw_map, lines, where = dict(raw), raw.lines, raw.where()
+    else:
+        raise InputError(f"a stage is a ranker name or a mapping with 'model', got {raw!r}", *where)
+    model = raw_map.pop("model", None)
+    if not isinstance(model, str) or model not in RANKERS:
+        raise InputError(f"unknown or missing model {model!r}; expected one of "
+                         + ", ".join(sorted(RANKERS)), *where)
+    cutoff = raw_map.pop("cutoff", None)
+    if cutoff is not None and (not isinstance(cutoff, int) or isinstance(cutoff, bool)
+                               or cutoff < 1):
+        raise InputError(f"cutoff must be a positive integer, got {cutoff!r}",
+                         where[0], lines.get("cutoff", where[1]))
+    for name, value in raw_map.items():
+        _check_param(model, name, value, (where[0], lines.get(name, where[1])))
+    allowed = ranker_params(model)
+    if "threads" not in raw_map and (allowed is None or "threads" in allowed):
+        raw_map["threads"] = threads
+    return StageSpec(model, raw_map, cutoff, where)
+
+
+def _pipelines(m: Located, threads: int) -> dict[str, list[StageSpec]]:
+    raw = m.get("pipelines")
+    if not isinstance(raw, Located) or not raw:
+        raise m.fail("'pipelines' must be a mapping of system name -> stages", "pipelines")
+    out = {}
+    for name, value in raw.items():
+        if not re.fullmatch(r"[\w.+>@=-]+", str(name)):
+            raise raw.fail(f"system name {name!r} may hold only letters, digits and _.+>@=-",
+                           name)
+        items = value if isinstance(value, list) else [value]
+        if not items:
+            raise raw.fail(f"pipeline {name!r} has no stages", name)
+        out[str(name)] = [_stage(v, raw, name, threads) for v in items]
+    return out
+
+
+def _sweep(name: str, m: Any, parent: Located, cfg: Config) -> SweepSpec:
+    if not isinstance(m, Located):
+        raise parent.fail(f"sweep {name!r} must be a mapping", name)
+    _check_keys(m, {"pipeline", "stage", "grid", "measure", "select_on"}, f"sweep {name!r}")
+    pipeline = _get(m, "pipeline", str)
+    if pipeline not in cfg.pipelines:
+        raise m.fail(f"sweep pipeline {pipeline!r} is not one of the pipelines", "pipeline")
+    stages = cfg.pipelines[pipeline]
+    stage = _get(m, "stage", int, 0)
+    if not 0 <= stage < len(stages):
+        raise m.fail(f"stage must be 0..{len(stages) - 1}", "stage")
+    grid = m.get("grid")
+    if not isinstance(grid, Located) or not 1 <= len(grid) <= 2:
+        raise m.fail("grid must map one or two parameters to lists of values", "grid")
+    for param, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise grid.fail(f"grid values of {param!r} must be a non-empty list", param)
+        for v in values:
+            _check_param(stages[stage].model, str(param), v, grid.where(param))
+    measure = _get(m, "measure", str, cfg.measures[0])
+    _measures(m, "measure", [measure])
+    if name in cfg.pipelines:
+        raise parent.fail(f"sweep name {name!r} is also a pipeline name", name)
+    return SweepSpec(str(name), pipeline, stage, {str(k): list(v) for k, v in grid.items()},
+                     measure, _get(m, "select_on", str), m.where("select_on"))
+
+
+def _measures(m: Located, key: str, names: Any) -> list[str]:
+    if isinstance(names, str):
+        names = names.replace(",", " ").split()
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise m.fail(f"{key!r} must be a list of measure names", key)
+    try:
+        return [n for n, _ in parse_measures(names)]
+    except InputError as e:
+        raise m.fail(e.message, key) from None
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate an experiment config; errors name the file and line."""
+    m = read_yaml(path)
+    _check_keys(m, TOP_KEYS, "the config")
+    collection = _get(m, "collection", str)
+    if collection is None:
+        raise m.fail("missing 'collection' (a collection name such as cacm, or a path)")
+    named = collections.named(collection)
+    index = m.get("index", Located())
+    if not isinstance(index, Located):
+        raise m.fail("'index' must be a mapping (path, stopwords, stemmer)", "index")
+    _check_keys(index, {"path", "stopwords", "stemmer"}, "index")
+    name = _get(m, "name", str, Path(path).stem)
+    stemmer = index.get("stemmer", "porter")
+    if stemmer not in ("porter", None):
+        raise index.fail(f"stemmer must be porter or null, got {stemmer!r}", "stemmer")
+    threads = _get(m, "threads", int, 1)
+    default_measures = list(named.measures) if named else ["MAP", "P@30", "nDCG@10"]
+    cfg = Config(
+        path=Path(path), name=name, collection=collection,
+        topics=_get(m, "topics", str, collection), topic_field=_get(m, "topic_field", str, "title"),
+        qrels=_get(m, "qrels", str, collection),
+        remove_query_ids=_get(m, "remove_query_ids", bool,
+                              bool(named and named.remove_query_ids)),
+        index_path=Path(_get(index, "path", str, f"indexes/{name}")),
+        stopwords=_get(index, "stopwords", bool, True), stemmer=stemmer, threads=threads,
+        measures=_measures(m, "measures", m.get("measures", default_measures)),
+        baseline=_get(m, "baseline", str, ""), alpha=float(_get(m, "alpha", (int, float), 0.05)),
+        pipelines=_pipelines(m, threads))
+    if cfg.baseline not in cfg.pipelines:
+        raise m.fail(f"baseline {cfg.baseline!r} is not one of the pipelines: "
+                     + ", ".join(cfg.pipelines), "baseline" if "baseline" in m else None)
+    sweeps = m.get("sweeps", Located())
+    if not isinstance(sweeps, Located):
+        raise m.fail("'sweeps' must be a mapping of name -> sweep", "sweeps")
+    cfg.sweeps = [_sweep(str(k), v, sweeps, cfg) for k, v in sweeps.items()]
+    return cfg
+
+
+# ---------------------------------------------------------------- building and running
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _note(message: str) -> None:
+    print(f"retrieval: {message}", file=sys.stderr)
+
+
+def ensure_index(cfg: Config) -> Index:
+    """Open the config's index, (re)building it first if missing or built differently."""
+    source = collections.describe(cfg.collection)
+    analyzer = Analyzer(stopwords=cfg.stopwords, stemmer=cfg.stemmer)
+    try:
+        index = Index.open(cfg.index_path)
+        m = index.manifest
+        if m.get("source") == source and m.get("analyzer") == analyzer.settings:
+            return index
+        reason = "built from another source or with another analyzer"
+    except InputError as e:
+        missing = not (cfg.index_path / storage.MANIFEST).is_file()
+        reason = "missing" if missing else e.message
+    _note(f"building index {cfg.index_path} ({reason})")
+    build_index(collections.load_documents(cfg.collection), cfg.index_path, source=source,
+                analyzer=analyzer)
+    return Index.open(cfg.index_path, verify=False)
+
+
+def build_pipeline(stages: list[StageSpec], index: Index) -> Pipeline:
+    """The Pipeline for stage specs; ranker errors point at the config line."""
+    built = []
+    for spec in stages:
+        try:
+            built.append(make_ranker(spec.model, index, **spec.params))
+        except InputError as e:
+            if e.path is not None:
+                raise
+            raise InputError(e.message, *spec.where) from None
+        if spec.cutoff:
+            built.append(Cut(spec.cutoff))
+    return Pipeline(*built)
+
+
+def slug(name: str) -> str:
+    """A file-name and run-tag safe form of a system name (bm25>>qld -> bm25-then-qld)."""
+    return re.sub(r"[^\w.+=@-]+", "_", name.replace(">>", "-then-"))
+
+
+@dataclass
+class RunFile:
+    """A system's run file and its cache key; `run` is None until needed (cache hit)."""
+
+    path: Path
+    key: str
+    run: Run | None
+
+    def load(self) -> Run:
+        if self.run is None:
+            self.run = read_run(self.path)
+        return self.run
+
+
+@dataclass
+class Context:
+    """What every run of an experiment shares, and the caches of runs and evaluations."""
+
+    cfg: Config
+    index: Index
+    queries: Queries
+    qrels: Qrels
+    output_dir: Path
+    progress: bool = True
+    reused: int = 0
+    computed: int = 0
+    evaluations: dict[str, Any] = field(default_factory=dict)
+
+    def key(self, what: Any, queries: Queries) -> str:
+        return _digest({"v": CACHE_VERSION, "what": what, "index": self.index.manifest,
+                        "queries": _digest(queries), "remove_ids": self.cfg.remove_query_ids})
+
+    def search(self, stages: list[StageSpec], queries: Queries) -> Run:
+        run = build_pipeline(stages, self.index)(queries)
+        return run.without_query_ids() if self.cfg.remove_query_ids else run
+
+    def cached_run(self, name: str, what: Any, compute: Callable[[], Run]) -> RunFile:
+        """The system's run file, recomputed only if its key changed or the file was altered."""
+        path = self.output_dir / "runs" / f"{slug(name)}.run"
+        keyfile = path.with_suffix(".key")
+        key = self.key(what, self.queries)
+        if path.is_file() and keyfile.is_file():
+            stored = json.loads(keyfile.read_text())
+            if stored == {"key": key, "sha256": storage.sha256_file(path)}:
+                self.reused += 1
+                return RunFile(path, key, None)
+        run = compute()
+        write_run(run, path, tag=slug(name))
+        storage.write_json_atomic(keyfile, {"key": key, "sha256": storage.sha256_file(path)})
+        self.computed += 1
+        return RunFile(path, key, run)
+
+    def evaluate(self, rf: RunFile) -> dict[str, Any]:
+        """Means, per-query values and 11-point IPrec of a run (cached by run key and qrels)."""
+        key = _digest([rf.key, _digest(self.qrels), self.cfg.measures])
+        if key not in self.evaluations:
+            run, measures = rf.load(), self.cfg.measures
+            values = evaluate(run, self.qrels, measures + IPREC)
+            self.evaluations[key] = {"means": {m: values[m] for m in measures},
+                                     "iprec": [values[m] for m in IPREC],
+                                     "per_query": per_query(run, self.qrels, measures)}
+        return self.evaluations[key]
+
+
+# ---------------------------------------------------------------- sweeps
+
+
+@dataclass
+class SweepResult:
+    """Mean of the sweep's measure at every grid point, and what was selected."""
+
+    spec: SweepSpec
+    points: list[dict[str, Any]]
+    means: list[float]
+    evaluated_on: str
+    chosen: list[dict[str, Any]]  # one setting, one per fold, or none
+    note: str
+
+
+def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Every combination of the grid's values, first parameter varying slowest."""
+    points: list[dict[str, Any]] = [{}]
+    for param, values in grid.items():
+        points = [{**p, param: v} for p in points for v in values]
+    return points
+
+
+def with_params(stages: list[StageSpec], i: int, params: dict[str, Any]) -> list[StageSpec]:
+    """A copy of the stages with stage i's parameters updated."""
+    s = stages[i]
+    return [*stages[:i], StageSpec(s.model, {**s.params, **params}, s.cutoff, s.where),
+            *stages[i + 1:]]
+
+
+def _sweep_values(ctx: Context, spec: SweepSpec, queries: Queries,
+                  qrels: Qrels) -> list[dict[str, float]]:
+    """Per-query values of the sweep measure at every grid point (cached by key)."""
+    cache_path = ctx.output_dir / "sweeps" / f"{slug(spec.name)}.json"
+    cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
+    stages, out, fresh = ctx.cfg.pipelines[spec.pipeline], [], {}
+    for point in tqdm(grid_points(spec.grid), desc=f"sweep {spec.name}", unit=" settings",
+                      disable=None if ctx.progress else True):
+        swept = with_params(stages, spec.stage, point)
+        key = _digest([ctx.key([s.keyed() for s in swept], queries), _digest(qrels),
+                       spec.measure])
+        if key not in cache:
+            run = ctx.search(swept, queries)
+            cache[key] = {q: v[spec.measure] for q, v in
+                          per_query(run, qrels, [spec.measure]).items()}
+        fresh[key] = cache[key]
+        out.append(cache[key])
+    storage.write_json_atomic(cache_path, fresh)
+    return out
+
+
+def _mean(values: dict[str, float], keep: set[str] | None = None) -> float:
+    chosen = [v for q, v in values.items() if keep is None or q in keep]
+    return sum(chosen) / len(chosen) if chosen else 0.0
+
+
+def _best(points: list[dict[str, Any]], values: list[dict[str, float]],
+          keep: set[str] | None = None) -> dict[str, Any]:
+    means = [_mean(v, keep) for v in values]
+    return points[means.index(max(means))]  # first best in grid order
+
+
+def folds(qids: list[str], k: int = 2) -> list[set[str]]:
+    """Query ids split into k folds by position in (natural) id order: i % k."""
+    ordered = sorted(qids, key=lambda q: (0, int(q), "") if q.isdigit() else (1, 0, q))
+    return [{q for i, q in enumerate(ordered) if i % k == f} for f in range(k)]
+
+
+def run_sweep(ctx: Context, spec: SweepSpec) -> tuple[SweepResult, RunFile | None, str]:
+    """Evaluate the grid; select on a train split or by 2-fold cross-validation if asked."""
+    points, cfg = grid_points(spec.grid), ctx.cfg
+    stages = cfg.pipelines[spec.pipeline]
+    if spec.select_on not in (None, "folds"):
+        train_q = collections.load_topics(spec.select_on, cfg.topic_field)
+        train_qrels = collections.load_qrels(spec.select_on)
+        if set(train_q) & set(ctx.queries):
+            raise InputError(f"select_on {spec.select_on!r} shares queries with the test topics;"
+                             " select on a train split, never on test", *spec.where)
+        values = _sweep_values(ctx, spec, train_q, train_qrels)
+        best = _best(points, values)
+        swept = with_params(stages, spec.stage, best)
+        run = ctx.cached_run(spec.name, [s.keyed() for s in swept],
+                             lambda: ctx.search(swept, ctx.queries))
+        result = SweepResult(spec, points, [_mean(v) for v in values], spec.select_on, [best],
+                             f"setting selected on {spec.select_on} (never on test)")
+        return result, run, _label(best)
+    values = _sweep_values(ctx, spec, ctx.queries, ctx.qrels)
+    means = [_mean(v) for v in values]
+    if spec.select_on is None:
+        return SweepResult(spec, points, means, "test", [],
+                           "descriptive only: no setting was selected on the test topics"), None, ""
+    return _cross_validate(ctx, spec, points, values, means)
+
+
+def _cross_validate(ctx: Context, spec: SweepSpec, points: list[dict[str, Any]],
+                    values: list[dict[str, float]], means: list[float]
+                    ) -> tuple[SweepResult, RunFile, str]:
+    """2-fold CV on test: each fold is ranked with the setting best on the other fold."""
+    split = folds(list(ctx.queries))
+    chosen = [_best(points, values, split[1 - f]) for f in range(2)]
+    stages = ctx.cfg.pipelines[spec.pipeline]
+
+    def compute() -> Run:
+        merged: dict[str, list] = {}
+        for f, best in enumerate(chosen):
+            fold_q = Queries((q, t) for q, t in ctx.queries.items() if q in split[f])
+            merged.update(ctx.search(with_params(stages, spec.stage, best), fold_q))
+        return Run({q: merged[q] for q in ctx.queries if q in merged}, presorted=True)
+
+    what = {"folds": [[s.keyed() for s in with_params(stages, spec.stage, b)] for b in chosen],
+            "split": [sorted(s) for s in split]}
+    run = ctx.cached_run(spec.name, what, compute)
+    note = ("2-fold cross-validation on test: queries alternate between folds in id order; "
+            "each fold is ranked with the setting best on the other fold")
+    label = " / ".join(_label(b) for b in chosen)
+    return SweepResult(spec, points, means, "test (2-fold CV)", chosen, note), run, label
+
+
+def _label(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items())
+
+
+# ---------------------------------------------------------------- the experiment
+
+
+@dataclass
+class Outcome:
+    """Everything an experiment produced: what the table and the report show."""
+
+    cfg: Config
+    output_dir: Path
+    systems: dict[str, str]  # system name -> description
+    run_files: dict[str, Path]
+    means: dict[str, dict[str, float]]
+    per_query: dict[str, dict[str, dict[str, float]]]
+    iprec: dict[str, list[float]]
+    comparisons: dict[tuple[str, str], Comparison]
+    sweeps: list[SweepResult]
+    reused: int = 0
+    computed: int = 0
+
+
+def _describe(stages: list[StageSpec]) -> str:
+    return " >> ".join(s.label() for s in stages)
+
+
+def _runs(ctx: Context) -> tuple[dict[str, RunFile], dict[str, str], list[SweepResult]]:
+    """Every pipeline's run, then every sweep's (a selected setting becomes a system)."""
+    cfg = ctx.cfg
+    runs, systems = {}, {}
+    for name in tqdm(cfg.pipelines, desc="systems", unit=" systems",
+                     disable=None if ctx.progress else True):
+        stages = cfg.pipelines[name]
+        runs[name] = ctx.cached_run(name, [s.keyed() for s in stages],
+                                    lambda s=stages: ctx.search(s, ctx.queries))
+        systems[name] = _describe(stages)
+    sweeps = []
+    for spec in cfg.sweeps:
+        result, run, label = run_sweep(ctx, spec)
+        sweeps.append(result)
+        if run is not None:
+            runs[spec.name] = run
+            systems[spec.name] = f"{spec.pipeline} with {label} ({result.evaluated_on})"
+    return runs, systems, sweeps
+
+
+def run_experiment(config: str | Path | Config, output_dir: str | Path | None = None,
+                   progress: bool = True) -> Outcome:
+    """Build what is missing, run every pipeline and sweep, evaluate and compare."""
+    cfg = config if isinstance(config, Config) else load_config(config)
+    out = Path(output_dir) if output_dir else Path("runs") / cfg.name
+    index = ensure_index(cfg)
+    queries = collections.load_topics(cfg.topics, cfg.topic_field)
+    qrels = collections.load_qrels(cfg.qrels)
+    ctx = Context(cfg, index, queries, qrels, out, progress)
+    cache = out / "evaluations.json"
+    ctx.evaluations = json.loads(cache.read_text()) if cache.is_file() else {}
+    runs, systems, sweeps = _runs(ctx)
+    values = {name: ctx.evaluate(rf) for name, rf in runs.items()}
+    storage.write_json_atomic(cache, {k: v for k, v in ctx.evaluations.items()
+                                      if v in values.values()})
+    pq = {name: v["per_query"] for name, v in values.items()}
+    return Outcome(cfg, out, systems, {n: rf.path for n, rf in runs.items()},
+                   {n: v["means"] for n, v in values.items()}, pq,
+                   {n: v["iprec"] for n, v in values.items()},
+                   compare(pq, cfg.baseline, cfg.measures), sweeps, ctx.reused, ctx.computed)
+
+
+def main(config: str | Path, output_dir: str | Path | None = None) -> Outcome:
+    """What `retrieval run` does: run, print the table, write the report."""
+    from retrieval import report
+
+    outcome = run_experiment(config, output_dir)
+    print(report.text_table(outcome))
+    paths = report.write_report(outcome)
+    _note(f"{outcome.computed} runs computed, {outcome.reused} reused from "
+          f"{outcome.output_dir / 'runs'}; report: {paths[1]}")
+    return outcome

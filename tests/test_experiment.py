@@ -1,0 +1,333 @@
+"""Experiments: pipelines, significance tests, configs, caching, the report in a real browser."""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from retrieval import experiment, report
+from retrieval.cli import main as cli_main
+from retrieval.errors import InputError
+from retrieval.experiment import load_config, run_experiment
+from retrieval.pipeline import Cut, Pipeline, pipe
+from retrieval.rankers import make_ranker
+from retrieval.significance import compare, holm
+from retrieval.types import Queries, Run
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+# ---------------------------------------------------------------- pipelines
+
+
+class Fixed:
+    """A first stage returning a fixed run."""
+
+    name = "fixed"
+
+    def __init__(self, run: Run):
+        self.run = run
+
+    def __call__(self, queries: Queries, run: Run | None = None) -> Run:
+        return self.run
+
+
+class Reverse:
+    """A reranker that reverses each ranking (scores become 1/rank)."""
+
+    name = "reverse"
+
+    def __call__(self, queries: Queries, run: Run | None = None) -> Run:
+        return Run({q: [(d, 1.0 / i) for i, (d, _) in enumerate(reversed(r), 1)]
+                    for q, r in run.items()})
+
+
+def test_pipeline_operators_compose_and_cut():
+    first = Fixed(Run({"q": [(f"d{i}", 10.0 - i) for i in range(5)]}))
+    p = pipe(first) % 3 >> Reverse()
+    assert isinstance(p, Pipeline) and len(p.stages) == 3 and isinstance(p.stages[1], Cut)
+    assert [d for d, _ in p(Queries(q="x"))["q"]] == ["d2", "d1", "d0"]
+    assert [d for d, _ in (p % 1)(Queries(q="x"))["q"]] == ["d2"]
+    assert repr(p) == "fixed >> Cut(3) >> reverse"
+    nested = Pipeline(p, Reverse())  # pipelines are stages and flatten
+    assert len(nested.stages) == 4
+
+
+def test_pipeline_rejects_bad_cutoffs():
+    with pytest.raises(InputError):
+        pipe(Reverse()) % 0
+    with pytest.raises(InputError, match="needs a run"):
+        Cut(5)(Queries(q="x"))
+
+
+def test_cascade_matches_rescoring_the_cut_first_stage(cacm_index):
+    from retrieval.collections import load_topics
+
+    queries = Queries(list(load_topics("cacm").items())[:8])
+    bm25, qld = make_ranker("bm25", cacm_index), make_ranker("qld", cacm_index)
+    composed = (pipe(bm25) % 50 >> qld)(queries)
+    assert composed == qld(queries, bm25(queries).cut(50))
+    assert all(len(r) <= 50 for r in composed.values())
+
+
+# ---------------------------------------------------------------- significance
+
+
+def _per_query(rng: np.random.Generator, n: int, shift: float) -> dict[str, dict[str, float]]:
+    return {str(q): {"AP": float(v)} for q, v in enumerate(np.clip(rng.random(n) + shift, 0, 1))}
+
+
+def test_significance_agrees_with_scipy_on_per_query_values():
+    rng = np.random.default_rng(7)
+    systems = {"base": _per_query(rng, 40, 0.0), "a": _per_query(rng, 40, 0.2),
+               "b": _per_query(rng, 40, 0.01), "c": _per_query(rng, 40, -0.1)}
+    result = compare(systems, "base", ["AP"])
+    qids = sorted(systems["base"])
+    base = [systems["base"][q]["AP"] for q in qids]
+    raw = {}
+    for s in "abc":
+        x = [systems[s][q]["AP"] for q in qids]
+        raw[s] = (stats.ttest_rel(x, base).pvalue, stats.wilcoxon(x, base).pvalue)
+        assert result[s, "AP"].p["t"] == pytest.approx(raw[s][0], rel=1e-12)
+        assert result[s, "AP"].p["wilcoxon"] == pytest.approx(raw[s][1], rel=1e-12)
+    for i, test in enumerate(("t", "wilcoxon")):
+        expected = holm([raw[s][i] for s in "abc"])
+        assert [result[s, "AP"].p_holm[test] for s in "abc"] == pytest.approx(expected)
+
+
+def test_holm_by_hand():
+    # sorted 0.01, 0.02, 0.04 -> 3*0.01=0.03, 2*0.02=0.04, max(0.04, 1*0.04)=0.04
+    assert holm([0.04, 0.01, 0.02]) == pytest.approx([0.04, 0.03, 0.04])
+    assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])
+
+
+def test_identical_systems_are_not_significant():
+    same = {str(q): {"AP": q / 10} for q in range(10)}
+    result = compare({"base": same, "copy": same}, "base", ["AP"])
+    assert result["copy", "AP"].p == {"t": 1.0, "wilcoxon": 1.0}
+
+
+# ---------------------------------------------------------------- configs
+
+
+def _config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    return path
+
+
+GOOD = """collection: cacm
+measures: [MAP]
+baseline: bm25
+pipelines:
+  bm25: {model: bm25}
+  qld: qld
+"""
+
+
+@pytest.mark.parametrize("text, line, message", [
+    (GOOD + "bogus: 1\n", 7, "unknown key 'bogus'"),
+    (GOOD.replace("qld: qld", "qld: {model: nope}"), 6, "unknown or missing model"),
+    (GOOD.replace("{model: bm25}", "\n    model: bm25\n    k_1: 1.2"), 7, "unknown parameter"),
+    (GOOD.replace("{model: bm25}", "{model: bm25, k1: fast}"), 5, "must be float"),
+    (GOOD.replace("baseline: bm25", "baseline: bm99"), 3, "baseline 'bm99'"),
+    (GOOD.replace("measures: [MAP]", "measures: [MAPP]"), 2, "unknown measure"),
+    (GOOD.replace("qld: qld", "qld: [{model: qld, cutoff: -1}]"), 6, "cutoff"),
+    (GOOD + "  bm25: bm25\n", 7, "duplicate key"),
+    (GOOD + "pipelines: [\n", 8, "invalid YAML"),
+    (GOOD + "sweeps:\n  s:\n    pipeline: bm25\n    grid: {mu: [1, 2]}\n", 10,
+     "unknown parameter 'mu'"),
+])
+def test_config_errors_name_file_and_line(tmp_path, text, line, message):
+    path = _config(tmp_path, text)
+    with pytest.raises(InputError, match=message) as e:
+        load_config(path)
+    assert (e.value.path, e.value.line) == (str(path), line)
+    assert str(e.value).startswith(f"{path}:{line}: ")
+
+
+def test_cli_reports_config_errors_in_one_line(tmp_path, capsys):
+    path = _config(tmp_path, GOOD.replace("qld: qld", "qld: {model: qld, muu: 3}"))
+    assert cli_main(["run", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith(f"retrieval: error: {path}:6: unknown parameter 'muu' for qld")
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_configs_are_valid_and_use_every_ranker(path):
+    cfg = load_config(path)
+    used = {(s.model, bool(s.params.get("rm3"))) for stages in cfg.pipelines.values()
+            for s in stages}
+    assert {("bm25", False), ("qld", False), ("qljm", False), ("bm25", True),
+            ("qld", True)} <= used
+    assert any(len(stages) > 1 for stages in cfg.pipelines.values())  # a cascade
+    assert cfg.baseline == "bm25" and cfg.sweeps
+    for sweep in cfg.sweeps:  # selection never on test
+        assert sweep.select_on in (None, "folds") or sweep.select_on.endswith(":train")
+
+
+def test_scifact_config_selects_on_train():
+    cfg = load_config(CONFIGS / "scifact.yaml")
+    assert cfg.measures == ["nDCG@10", "R@100", "MAP"] and cfg.remove_query_ids
+    assert [s.select_on for s in cfg.sweeps] == ["scifact:train"]
+
+
+# ---------------------------------------------------------------- running experiments
+
+SMALL = """name: small
+collection: cacm
+index: {{path: {index}}}
+measures: [MAP, P@10]
+baseline: bm25
+pipelines:
+  bm25: bm25
+  qld: {{model: qld, mu: 1000}}
+  bm25+rm3: {{model: bm25, rm3: true}}
+  bm25>>qld: [{{model: bm25, cutoff: 100}}, qld]
+sweeps:
+  bm25-cv:
+    pipeline: bm25
+    grid: {{k1: [0.9, 1.2], b: [0.4, 0.75]}}
+    select_on: folds
+  rm3:
+    pipeline: bm25+rm3
+    grid: {{fb_terms: [5, 10]}}
+"""
+
+
+@pytest.fixture(scope="session")
+def small_experiment(cacm_index, tmp_path_factory):
+    root = tmp_path_factory.mktemp("experiment")
+    config = root / "small.yaml"
+    config.write_text(SMALL.format(index=cacm_index.path))
+    outcome = run_experiment(config, root / "out", progress=False)
+    report.write_report(outcome)
+    return config, outcome
+
+
+def test_experiment_runs_every_pipeline_and_compares(small_experiment):
+    _, outcome = small_experiment
+    assert list(outcome.means) == ["bm25", "qld", "bm25+rm3", "bm25>>qld", "bm25-cv"]
+    assert outcome.means["bm25"]["MAP"] == pytest.approx(0.3123, abs=0.001)
+    assert outcome.computed == 5 and outcome.reused == 0
+    assert {s for s, _ in outcome.comparisons} == {"qld", "bm25+rm3", "bm25>>qld", "bm25-cv"}
+    for name, path in outcome.run_files.items():
+        assert path.is_file() and path.read_text().split("\n", 1)[0].endswith(
+            experiment.slug(name))
+    cv, rm3 = outcome.sweeps
+    assert len(cv.chosen) == 2 and len(cv.means) == 4
+    assert rm3.chosen == [] and "no setting was selected" in rm3.note
+    table = report.text_table(outcome)
+    assert "bm25 (baseline)" in table and "Holm-adjusted" in table
+
+
+def test_significance_in_table_matches_scipy_on_run_values(small_experiment):
+    _, outcome = small_experiment
+    base, rm3 = outcome.per_query["bm25"], outcome.per_query["bm25+rm3"]
+    qids = sorted(set(base) & set(rm3))
+    x, y = [rm3[q]["MAP"] for q in qids], [base[q]["MAP"] for q in qids]
+    c = outcome.comparisons["bm25+rm3", "MAP"]
+    assert c.p["t"] == pytest.approx(stats.ttest_rel(x, y).pvalue, rel=1e-12)
+    assert c.p["wilcoxon"] == pytest.approx(stats.wilcoxon(x, y).pvalue, rel=1e-12)
+
+
+def test_rerun_reuses_runs_and_recomputes_only_what_changed(small_experiment, tmp_path):
+    config, first = small_experiment
+    files = {n: p.read_bytes() for n, p in first.run_files.items()}
+    again = run_experiment(config, first.output_dir, progress=False)
+    assert (again.computed, again.reused) == (0, 5)
+    assert again.means == first.means
+    assert {n: p.read_bytes() for n, p in again.run_files.items()} == files
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(config.read_text().replace("mu: 1000", "mu: 500"))
+    shutil.copytree(first.output_dir, tmp_path / "out")
+    third = run_experiment(changed, tmp_path / "out", progress=False)
+    assert (third.computed, third.reused) == (1, 4)
+
+
+def test_stale_index_is_rebuilt(tmp_path, tiny_docs):
+    queries = tmp_path / "topics.tsv"
+    queries.write_text("1\tcat garden\n2\tretrieval\n")
+    (tmp_path / "qrels.txt").write_text("1 0 d2 1\n2 0 d3 1\n2 0 d4 1\n")
+    text = (f"collection: {tiny_docs}\ntopics: {queries}\nqrels: {tmp_path / 'qrels.txt'}\n"
+            f"index: {{path: {tmp_path / 'idx'}, stopwords: true}}\nbaseline: bm25\n"
+            "measures: [MAP]\npipelines: {bm25: bm25, qld: qld}\n")
+    path = _config(tmp_path, text)
+    run_experiment(path, tmp_path / "out", progress=False)
+    built = (tmp_path / "idx" / "manifest.json").stat().st_mtime_ns
+    run_experiment(path, tmp_path / "out", progress=False)
+    assert (tmp_path / "idx" / "manifest.json").stat().st_mtime_ns == built  # not rebuilt
+    path.write_text(text.replace("stopwords: true", "stopwords: false"))
+    again = run_experiment(path, tmp_path / "out", progress=False)
+    cfg = experiment.ensure_index(load_config(path))
+    assert cfg.manifest["analyzer"]["stopwords"] is None
+    assert again.computed == 2  # a rebuilt index invalidates cached runs
+
+
+def test_train_selection_must_not_overlap_test(tmp_path, cacm_index):
+    text = SMALL.format(index=cacm_index.path).replace("select_on: folds", "select_on: cacm")
+    with pytest.raises(InputError, match="never on test") as e:
+        run_experiment(_config(tmp_path, text), tmp_path / "o", progress=False)
+    assert e.value.line == 15  # the select_on line
+
+
+# ---------------------------------------------------------------- the report in a browser
+
+
+def test_report_files(small_experiment):
+    _, outcome = small_experiment
+    page = (outcome.output_dir / "report.html").read_text()
+    md = (outcome.output_dir / "report.md").read_text()
+    assert '<table id="results"' in page and page.count("<tr>") >= 6
+    images = re.findall(r'<img alt="[^"]*" data-plot="([^"]+)" src="data:image/png;base64,'
+                        r'([^"]+)"', page)
+    assert {name for name, _ in images} == {"measures.png", "precision-recall.png",
+                                            "differences.png", "sweep-bm25-cv.png",
+                                            "sweep-rm3.png"}
+    for _, data in images:
+        assert base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "src=\"http" not in page and "<script" not in page  # self-contained, static
+    assert "| bm25 (baseline)" in md and "![" in md
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _browser(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--hide-scrollbars",
+         *args], capture_output=True, text=True, timeout=120, check=True)
+
+
+def test_report_renders_in_headless_chromium(small_experiment, tmp_path):
+    if _chromium() is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is required in CI (apt-get install -y chromium)")
+        pytest.skip("chromium not installed")
+    import matplotlib.image
+
+    _, outcome = small_experiment
+    url = (outcome.output_dir / "report.html").resolve().as_uri()
+    shot = tmp_path / "shot.png"
+    _browser(tmp_path, "--window-size=1200,2400", f"--screenshot={shot}", url)
+    pixels = matplotlib.image.imread(shot)[..., :3]
+    assert pixels.shape[:2] == (2400, 1200)
+    assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 100  # not blank
+    saturated = (pixels.max(axis=2) - pixels.min(axis=2)) > 0.3  # plot colours, not text
+    assert saturated.mean() > 0.005
+    header = np.all(np.abs(pixels - np.array([0xE8, 0xEE, 0xF7]) / 255) < 0.02, axis=2)
+    assert header.sum() > 500  # the results table's header row is on screen
+    dom = _browser(tmp_path, "--dump-dom", url).stdout
+    assert dom.count("<table") == 3 and 'id="results"' in dom
+    assert dom.count('<img alt=') == 5
