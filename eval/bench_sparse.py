@@ -5,9 +5,11 @@
 Both engines get the same analysed text (this project's Lucene-compatible
 analyzer, applied inside each timed indexing run with a fresh stem cache) and
 the same BM25 parameters (Lucene variant, k1=0.9, b=0.4), k=1000 hits. Search
-is timed end to end for both: query text in (analysis included), per query a
-ranked list of (doc id, score) out, which is what a run file needs; bm25s's
-raw retrieve (numpy arrays of row numbers, no doc ids) is shown too. Prints
+is timed end to end for both: query text in (analysis included), per query
+the ranked doc ids and scores out as arrays (ours: a Run holding them; bm25s:
+its row numbers mapped to doc ids); bm25s's raw retrieve (row numbers only,
+no doc ids) is shown too. Ours is exact (only matching documents, ties by
+doc id); bm25s pads with non-matching documents and breaks ties arbitrarily. Prints
 one Markdown table and writes it to eval/results/sparse.md. Quote the ratios:
 absolute times vary between runs.
 """
@@ -81,8 +83,8 @@ def bench_collection(name: str, repeats: int, workdir: Path) -> list[dict]:
             tokens = [[t for t in query_analyzer(q) if t in vocab] or [""] for q in texts]
             rows_, scores = model.retrieve(tokens, k=min(1000, len(docs)), show_progress=False,
                                            n_threads=threads if threads > 1 else 0)
-            if with_ids:  # the same output as ours: per query [(doc id, score), ...]
-                return [list(zip(doc_ids[r].tolist(), s.tolist())) for r, s in zip(rows_, scores)]
+            if with_ids:  # the same output as ours: per query (doc id array, score array)
+                return [(doc_ids[r], s) for r, s in zip(rows_, scores)]
 
         t_ours = median_time(lambda ours=ours: ours(queries), repeats)
         t_bm25s = median_time(bm25s_search, repeats)

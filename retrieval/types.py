@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple, Protocol
 
+import numpy as np
+
 Ranking = list[tuple[str, float]]
 
 
@@ -39,17 +41,38 @@ def rank(hits: Iterable[tuple[str, float]]) -> Ranking:
     return sorted(((str(d), float(s)) for d, s in hits), key=lambda h: (-h[1], h[0]))
 
 
+class Columns(NamedTuple):
+    """A ranking held as two aligned arrays (doc ids, scores), already in rank order.
+
+    Searchers produce these; a Run turns one into (doc id, score) tuples only
+    when someone asks for them, so batch search does not pay for Python objects
+    that a run-file writer or evaluator would build again anyway.
+    """
+
+    ids: np.ndarray
+    scores: np.ndarray
+
+    def hits(self) -> Ranking:
+        return list(zip(self.ids.tolist(), self.scores.tolist()))
+
+
 class Run(Mapping[str, Ranking]):
     """Per query, a ranked list of (doc id, score); immutable once built."""
 
-    def __init__(self, rankings: Mapping[str, Iterable[tuple[str, float]]] | None = None,
+    def __init__(self, rankings: Mapping[str, Iterable[tuple[str, float]] | Columns] | None = None,
                  *, presorted: bool = False):
-        self._rankings: dict[str, Ranking] = {}
+        self._rankings: dict[str, Ranking | Columns] = {}
         for qid, hits in (rankings or {}).items():
-            self._rankings[str(qid)] = list(hits) if presorted else rank(hits)
+            if isinstance(hits, Columns):
+                self._rankings[str(qid)] = hits  # searchers' output is already ranked
+            else:
+                self._rankings[str(qid)] = list(hits) if presorted else rank(hits)
 
     def __getitem__(self, qid: str) -> Ranking:
-        return self._rankings[qid]
+        ranking = self._rankings[qid]
+        if isinstance(ranking, Columns):
+            ranking = self._rankings[qid] = ranking.hits()
+        return ranking
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._rankings)
@@ -58,24 +81,26 @@ class Run(Mapping[str, Ranking]):
         return len(self._rankings)
 
     def __repr__(self) -> str:
-        hits = sum(len(r) for r in self._rankings.values())
+        hits = sum(len(r) if not isinstance(r, Columns) else len(r.ids)
+                   for r in self._rankings.values())
         return f"Run({len(self)} queries, {hits} hits)"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Run) and self._rankings == other._rankings
+        return isinstance(other, Run) and list(self.items()) == list(other.items())
 
     def cut(self, k: int) -> Run:
         """The top k hits of every query."""
-        return Run({q: r[:k] for q, r in self._rankings.items()}, presorted=True)
+        return Run({q: Columns(r.ids[:k], r.scores[:k]) if isinstance(r, Columns) else r[:k]
+                    for q, r in self._rankings.items()}, presorted=True)
 
     def scores(self) -> dict[str, dict[str, float]]:
         """As nested dicts {qid: {doc id: score}}, the shape ir-measures reads."""
-        return {q: dict(r) for q, r in self._rankings.items()}
+        return {q: dict(zip(r.ids.tolist(), r.scores.tolist())) if isinstance(r, Columns) else dict(r)
+                for q, r in self._rankings.items()}
 
     def without_query_ids(self) -> Run:
         """Drop each query's own id from its hits (BEIR convention, e.g. SciFact)."""
-        return Run({q: [h for h in r if h[0] != q] for q, r in self._rankings.items()},
-                   presorted=True)
+        return Run({q: [h for h in self[q] if h[0] != q] for q in self._rankings}, presorted=True)
 
 
 class Stage(Protocol):

@@ -92,3 +92,28 @@ def test_threads_give_identical_runs(cacm_index):
     two = BM25(cacm_index, threads=2)(queries)
     assert one == two
     assert RM3(QueryLikelihood(cacm_index, threads=2))(queries) == RM3(QueryLikelihood(cacm_index))(queries)
+
+
+def test_batched_search_equals_one_query_at_a_time(cacm_index):
+    from retrieval.collections import load_topics
+
+    bm25 = BM25(cacm_index)
+    queries = [bm25.weighted(bm25.analyse(t)) for t in load_topics("cacm").values()]
+    for k in (5, 1000):
+        batched = bm25.searcher.search_many(queries, k, threads=2)
+        for q, (docs, scores) in zip(queries, batched):
+            one_docs, one_scores = bm25.searcher.search(q, k)
+            assert docs.tolist() == one_docs.tolist() and scores.tolist() == one_scores.tolist()
+
+
+def test_ties_at_the_cut_go_to_the_smallest_doc_ids(tmp_path):
+    from retrieval.types import Document
+
+    docs = [Document(i, "", "same words here") for i in ("d4", "d2", "d9", "d1")]
+    docs.append(Document("d0", "", "other text entirely"))
+    build_index(docs, tmp_path / "idx", progress=False)
+    index = Index.open(tmp_path / "idx")
+    for k in (1, 2, 3):
+        run = BM25(index, hits=k)(Queries({"q": "words"}))
+        assert [d for d, _ in run["q"]] == ["d1", "d2", "d4"][:k]
+    assert [d for d, _ in QueryLikelihood(index, hits=2)(Queries({"q": "words"}))["q"]] == ["d1", "d2"]

@@ -22,7 +22,7 @@ from retrieval.errors import InputError
 from retrieval.index import Index, open_index
 from retrieval.sparse.models import BM25Model, DirichletModel, JelinekMercerModel
 from retrieval.sparse.searcher import ImpactSearcher, WeightedQuery
-from retrieval.types import Queries, Ranking, Run
+from retrieval.types import Columns, Queries, Ranking, Run
 
 
 def map_queries(fn: Callable[[str, str], Ranking], queries: Queries, threads: int = 1,
@@ -98,12 +98,18 @@ class SparseRanker:
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
         self.searcher  # noqa: B018  (build impacts once, before threads start)
-        if run is None:
-            return map_queries(lambda q, t: self.search_terms(self.weighted(self.analyse(t), q),
-                                                              self.hits), queries, self.threads)
-        return map_queries(lambda q, t: self.rescore_terms(self.weighted(self.analyse(t), q),
-                                                           run.get(q, [])), queries, self.threads,
-                           desc="rescoring")
+        if run is not None:
+            return map_queries(lambda q, t: self.rescore_terms(self.weighted(self.analyse(t), q),
+                                                               run.get(q, [])), queries, self.threads,
+                               desc="rescoring")
+        return self.search_many({q: self.analyse(t) for q, t in queries.items()}, self.hits)
+
+    def search_many(self, terms: dict[str, dict[str, float]], k: int) -> Run:
+        """Search many weighted term bags at once (query id -> {term: weight})."""
+        weighted = [self.weighted(bag, qid) for qid, bag in terms.items()]
+        results = self.searcher.search_many(weighted, k, self.threads)
+        ids = self.index.doc_id_objects
+        return Run({qid: Columns(ids[docs], scores) for qid, (docs, scores) in zip(terms, results)})
 
 
 class BM25(SparseRanker):
@@ -194,17 +200,9 @@ class RM3:
         return {t: alpha * query.get(t, 0.0) + (1 - alpha) * model.get(t, 0.0)
                 for t in set(query) | set(model)}
 
-    def _one(self, qid: str, text: str, run: Run | None) -> Ranking:
+    def __call__(self, queries: Queries, run: Run | None = None) -> Run:
         ranker = self.ranker
         if run is None:
-            feedback = ranker.search_terms(ranker.weighted(ranker.analyse(text), qid), self.fb_docs)
-        else:
-            feedback = run.get(qid, [])
-        return ranker.search_terms(ranker.weighted(self.expand(text, feedback), qid), self.hits)
-
-    def __call__(self, queries: Queries, run: Run | None = None) -> Run:
-        self.ranker.searcher  # noqa: B018
-        self.eligible  # noqa: B018
-        self.ranker.index.inverted.forward  # noqa: B018
-        return map_queries(lambda q, t: self._one(q, t, run), queries, self.ranker.threads,
-                           desc="searching (rm3)")
+            run = ranker.search_many({q: ranker.analyse(t) for q, t in queries.items()}, self.fb_docs)
+        expanded = {q: self.expand(t, run.get(q, [])) for q, t in queries.items()}
+        return ranker.search_many(expanded, self.hits)

@@ -1,14 +1,20 @@
-"""Scoring one weighted query against per-posting impacts; exact top-k.
+"""Scoring weighted queries against per-posting impacts; exact top-k.
 
-Accumulation is vectorised with numpy (gather the query terms' postings,
-`bincount` them into per-document sums); the top k comes from a partial sort,
-with ties broken by docno ascending (= doc id ascending: the index numbers
-documents in doc id order) so results never depend on chance.
+One query: gather its terms' postings and `bincount` them into per-document
+sums. A batch: one sparse product (queries x terms) @ (terms x docs) per
+chunk of queries, then a row-wise partial sort. Either way the top k is
+ordered by score, ties broken by docno ascending (= doc id ascending: the
+index numbers documents in doc id order), so results never depend on chance.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
+
 import numpy as np
+import scipy.sparse as sp
+from tqdm import tqdm
 
 from retrieval.sparse.inverted import InvertedIndex
 
@@ -52,6 +58,61 @@ class ImpactSearcher:
             docs, scores = docs[keep], scores[keep]
         order = np.argsort(-scores, kind="stable")[:k]
         return docs[order], scores[order]
+
+    @cached_property
+    def matrix(self) -> sp.csr_matrix:
+        """Impacts as a terms x documents sparse matrix (shares the postings layout)."""
+        index = self.index
+        return sp.csr_matrix((self.impacts, index.docnos, index.indptr),
+                             shape=(index.num_terms, index.num_docs))
+
+    def search_many(self, queries: list[WeightedQuery], k: int,
+                    threads: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Top k of every query, batched; identical to calling `search` on each."""
+        if not self.always_positive or any(w <= 0 for q in queries for _, w in q):
+            # Zero scores would hide which documents matched: score one query at a time.
+            return [self.search(q, k) for q in tqdm(queries, desc="searching", disable=None)]
+        self.matrix  # noqa: B018  (built once, before threads start)
+        size = max(1, min(256, (1 << 22) // max(self.index.num_docs, 1)))
+        chunks = [queries[i:i + size] for i in range(0, len(queries), size)]
+        bar = tqdm(total=len(queries), desc="searching", unit=" queries", disable=None)
+
+        def run(chunk: list[WeightedQuery]) -> list[tuple[np.ndarray, np.ndarray]]:
+            result = self._search_chunk(chunk, k)
+            bar.update(len(chunk))
+            return result
+
+        with ThreadPoolExecutor(max(1, threads)) as pool:
+            results = [r for chunk in pool.map(run, chunks) for r in chunk]
+        bar.close()
+        return results
+
+    def _search_chunk(self, queries: list[WeightedQuery], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        rows = np.repeat(np.arange(len(queries)), [len(q) for q in queries])
+        terms = [t for q in queries for t, _ in q]
+        weights = [w for q in queries for _, w in q]
+        matrix = sp.csr_matrix((weights, (rows, terms)), shape=(len(queries), self.index.num_terms))
+        scores = (matrix @ self.matrix).toarray()
+        n = scores.shape[1]
+        if k < n:
+            candidates = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        else:
+            candidates = np.broadcast_to(np.arange(n), scores.shape)
+        return [self._top_of_row(row, cand, k) for row, cand in zip(scores, candidates)]
+
+    @staticmethod
+    def _top_of_row(row: np.ndarray, cand: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Order a row's partial-sort candidates, pulling in all ties at the cut."""
+        top = row[cand]
+        kth = top.min(initial=np.inf)
+        if kth <= 0.0:  # fewer than k matching documents: keep the matching ones
+            keep = top > 0.0
+            cand, top = cand[keep], top[keep]
+        elif np.count_nonzero(row == kth) > np.count_nonzero(top == kth):
+            cand = np.flatnonzero(row >= kth)  # the partition split a tie: let docno decide
+            top = row[cand]
+        order = np.lexsort((cand, -top))[:k]
+        return cand[order], top[order]
 
     def search(self, query: WeightedQuery, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top k documents over the whole index."""
