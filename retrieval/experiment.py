@@ -1,5 +1,7 @@
 """Config-driven experiments: build what is missing, run every pipeline, evaluate, compare.
 
+The config format is described in retrieval/config.py.
+
 A YAML config names a collection, index settings, pipelines, measures, the
 baseline and optional parameter sweeps (see configs/cacm.yaml)::
 
@@ -30,7 +32,6 @@ with nothing changed reads them back instead of searching.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import re
 import sys
@@ -39,311 +40,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from tqdm import tqdm
 
 from retrieval import collections, storage
 from retrieval.analysis import Analyzer
+from retrieval.config import Config, StageSpec, SweepSpec, load_config
 from retrieval.errors import InputError
-from retrieval.evaluation import evaluate, parse_measures, per_query
+from retrieval.evaluation import evaluate, per_query
 from retrieval.formats.trec import read_run, write_run
 from retrieval.index import Index, build_index
 from retrieval.pipeline import Cut, Pipeline
-from retrieval.rankers import RANKERS, make_ranker
+from retrieval.rankers import make_ranker
 from retrieval.significance import Comparison, compare
 from retrieval.types import Qrels, Queries, Run
 
 CACHE_VERSION = 1
 IPREC = [f"IPrec@{r / 10:.1f}" for r in range(11)]
-RANKER_OPTIONS = {"rm3": False, "fb_docs": 10, "fb_terms": 10, "original_weight": 0.5}
-UNKEYED = {"threads"}  # parameters that do not change results
-TOP_KEYS = {"name", "collection", "topics", "topic_field", "qrels", "remove_query_ids", "index",
-            "threads", "measures", "baseline", "alpha", "pipelines", "sweeps"}
-
-# ---------------------------------------------------------------- YAML with line numbers
-
-
-class Located(dict):
-    """A YAML mapping that remembers its file and the line of each key."""
-
-    path: str
-    line: int
-    lines: dict[Any, int]
-
-    def where(self, key: Any = None) -> tuple[str, int]:
-        return self.path, self.lines.get(key, self.line)
-
-    def fail(self, message: str, key: Any = None) -> InputError:
-        return InputError(message, *self.where(key))
-
-
-class _Loader(yaml.SafeLoader):
-    path = "<config>"
-
-
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Located:
-    loader.flatten_mapping(node)
-    out = Located()
-    out.path, out.line, out.lines = loader.path, node.start_mark.line + 1, {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        line = key_node.start_mark.line + 1
-        if not isinstance(key, (str, int, float)):
-            raise InputError("mapping keys must be plain words", loader.path, line)
-        if key in out:
-            raise InputError(f"duplicate key {key!r}", loader.path, line)
-        out[key] = loader.construct_object(value_node, deep=True)
-        out.lines[key] = line
-    return out
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def read_yaml(path: str | Path) -> Located:
-    """Parse a YAML file whose top level is a mapping; syntax errors name file:line."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read config ({e})", path) from None
-    loader = _Loader(text)
-    loader.path = str(path)
-    try:
-        data = loader.get_single_data()
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-        problem = getattr(e, "problem", None) or str(e)
-        line = mark.line + 1 if mark else None
-        raise InputError(f"invalid YAML: {problem}", path, line) from None
-    finally:
-        loader.dispose()
-    if not isinstance(data, Located):
-        raise InputError("a config must be a YAML mapping (key: value lines)", path, 1)
-    return data
-
-
-# ---------------------------------------------------------------- the config
-
-
-@dataclass(frozen=True)
-class StageSpec:
-    """One ranker of a pipeline: registered model name, parameters, optional rank cut-off."""
-
-    model: str
-    params: dict[str, Any]
-    cutoff: int | None = None
-    where: tuple[str, int] = ("<config>", 0)
-
-    def keyed(self) -> dict[str, Any]:
-        """What determines the stage's output (for cache keys)."""
-        params = {k: v for k, v in sorted(self.params.items()) if k not in UNKEYED}
-        return {"model": self.model, "params": params, "cutoff": self.cutoff}
-
-    def label(self) -> str:
-        params = ", ".join(f"{k}={v}" for k, v in sorted(self.params.items()) if k not in UNKEYED)
-        text = self.model + (f"({params})" if params else "")
-        return text + (f" % {self.cutoff}" if self.cutoff else "")
-
-
-@dataclass(frozen=True)
-class SweepSpec:
-    """A parameter grid over one stage of a pipeline, and how a setting is selected."""
-
-    name: str
-    pipeline: str
-    stage: int
-    grid: dict[str, list[Any]]
-    measure: str
-    select_on: str | None  # a topics spec (train split), "folds", or None: report only
-    where: tuple[str, int]
-
-
-@dataclass
-class Config:
-    """An experiment config, validated."""
-
-    path: Path
-    name: str
-    collection: str
-    topics: str
-    topic_field: str
-    qrels: str
-    remove_query_ids: bool
-    index_path: Path
-    stopwords: bool
-    stemmer: str | None
-    threads: int
-    measures: list[str]
-    baseline: str
-    alpha: float
-    pipelines: dict[str, list[StageSpec]]
-    sweeps: list[SweepSpec] = field(default_factory=list)
-
-
-def _get(m: Located, key: str, kind: type | tuple[type, ...], default: Any = None,
-         what: str = "") -> Any:
-    value = m.get(key, default)
-    if value is None and default is None:
-        return None
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float)):
-        names = what or (kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__
-                                                                               for k in kind))
-        raise m.fail(f"{key!r} must be {names}, got {value!r}", key)
-    return value
-
-
-def _check_keys(m: Located, allowed: set[str], what: str) -> None:
-    for key in m:
-        if key not in allowed:
-            raise m.fail(f"unknown key {key!r} in {what}; expected one of "
-                         + ", ".join(sorted(allowed)), key)
-
-
-def ranker_params(model: str) -> dict[str, Any] | None:
-    """Parameter name -> default for a registered ranker, or None if it takes any keywords."""
-    sig = inspect.signature(RANKERS[model])
-    named = {p.name: p.default for p in list(sig.parameters.values())[1:]
-             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    if not named and any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
-        return None
-    return {**named, **RANKER_OPTIONS}
-
-
-def _check_param(model: str, name: str, value: Any, where: tuple[str, int]) -> None:
-    allowed = ranker_params(model)
-    if allowed is None:
-        return
-    if name not in allowed:
-        raise InputError(f"unknown parameter {name!r} for {model}; expected one of "
-                         + ", ".join(sorted(allowed)), *where)
-    default = allowed[name]
-    if default is None or default is inspect.Parameter.empty:
-        return
-    kind = (int, float) if type(default) is float else type(default)
-    if not isinstance(value, kind) or (isinstance(value, bool) and type(default) is not bool):
-        raise InputError(f"parameter {name!r} of {model} must be {type(default).__name__}, "
-                         f"got {value!r}", *where)
-
-
-def _stage(raw: Any, parent: Located, key: Any, threads: int) -> StageSpec:
-    where = parent.where(key)
-    if isinstance(raw, str):
-        raw_map: dict[str, Any] = {"model": raw}
-        lines: dict[str, int] = {}
-    elif isinstance(raw, Located):
-        raw_map, lines, where = dict(raw), raw.lines, raw.where()
-    else:
-        raise InputError(f"a stage is a ranker name or a mapping with 'model', got {raw!r}", *where)
-    model = raw_map.pop("model", None)
-    if not isinstance(model, str) or model not in RANKERS:
-        raise InputError(f"unknown or missing model {model!r}; expected one of "
-                         + ", ".join(sorted(RANKERS)), *where)
-    cutoff = raw_map.pop("cutoff", None)
-    if cutoff is not None and (not isinstance(cutoff, int) or isinstance(cutoff, bool)
-                               or cutoff < 1):
-        raise InputError(f"cutoff must be a positive integer, got {cutoff!r}",
-                         where[0], lines.get("cutoff", where[1]))
-    for name, value in raw_map.items():
-        _check_param(model, name, value, (where[0], lines.get(name, where[1])))
-    allowed = ranker_params(model)
-    if "threads" not in raw_map and (allowed is None or "threads" in allowed):
-        raw_map["threads"] = threads
-    return StageSpec(model, raw_map, cutoff, where)
-
-
-def _pipelines(m: Located, threads: int) -> dict[str, list[StageSpec]]:
-    raw = m.get("pipelines")
-    if not isinstance(raw, Located) or not raw:
-        raise m.fail("'pipelines' must be a mapping of system name -> stages", "pipelines")
-    out = {}
-    for name, value in raw.items():
-        if not re.fullmatch(r"[\w.+>@=-]+", str(name)):
-            raise raw.fail(f"system name {name!r} may hold only letters, digits and _.+>@=-",
-                           name)
-        items = value if isinstance(value, list) else [value]
-        if not items:
-            raise raw.fail(f"pipeline {name!r} has no stages", name)
-        out[str(name)] = [_stage(v, raw, name, threads) for v in items]
-    return out
-
-
-def _sweep(name: str, m: Any, parent: Located, cfg: Config) -> SweepSpec:
-    if not isinstance(m, Located):
-        raise parent.fail(f"sweep {name!r} must be a mapping", name)
-    _check_keys(m, {"pipeline", "stage", "grid", "measure", "select_on"}, f"sweep {name!r}")
-    pipeline = _get(m, "pipeline", str)
-    if pipeline not in cfg.pipelines:
-        raise m.fail(f"sweep pipeline {pipeline!r} is not one of the pipelines", "pipeline")
-    stages = cfg.pipelines[pipeline]
-    stage = _get(m, "stage", int, 0)
-    if not 0 <= stage < len(stages):
-        raise m.fail(f"stage must be 0..{len(stages) - 1}", "stage")
-    grid = m.get("grid")
-    if not isinstance(grid, Located) or not 1 <= len(grid) <= 2:
-        raise m.fail("grid must map one or two parameters to lists of values", "grid")
-    for param, values in grid.items():
-        if not isinstance(values, list) or not values:
-            raise grid.fail(f"grid values of {param!r} must be a non-empty list", param)
-        for v in values:
-            _check_param(stages[stage].model, str(param), v, grid.where(param))
-    measure = _get(m, "measure", str, cfg.measures[0])
-    _measures(m, "measure", [measure])
-    if name in cfg.pipelines:
-        raise parent.fail(f"sweep name {name!r} is also a pipeline name", name)
-    return SweepSpec(str(name), pipeline, stage, {str(k): list(v) for k, v in grid.items()},
-                     measure, _get(m, "select_on", str), m.where("select_on"))
-
-
-def _measures(m: Located, key: str, names: Any) -> list[str]:
-    if isinstance(names, str):
-        names = names.replace(",", " ").split()
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise m.fail(f"{key!r} must be a list of measure names", key)
-    try:
-        return [n for n, _ in parse_measures(names)]
-    except InputError as e:
-        raise m.fail(e.message, key) from None
-
-
-def load_config(path: str | Path) -> Config:
-    """Read and validate an experiment config; errors name the file and line."""
-    m = read_yaml(path)
-    _check_keys(m, TOP_KEYS, "the config")
-    collection = _get(m, "collection", str)
-    if collection is None:
-        raise m.fail("missing 'collection' (a collection name such as cacm, or a path)")
-    named = collections.named(collection)
-    index = m.get("index", Located())
-    if not isinstance(index, Located):
-        raise m.fail("'index' must be a mapping (path, stopwords, stemmer)", "index")
-    _check_keys(index, {"path", "stopwords", "stemmer"}, "index")
-    name = _get(m, "name", str, Path(path).stem)
-    stemmer = index.get("stemmer", "porter")
-    if stemmer not in ("porter", None):
-        raise index.fail(f"stemmer must be porter or null, got {stemmer!r}", "stemmer")
-    threads = _get(m, "threads", int, 1)
-    default_measures = list(named.measures) if named else ["MAP", "P@30", "nDCG@10"]
-    cfg = Config(
-        path=Path(path), name=name, collection=collection,
-        topics=_get(m, "topics", str, collection), topic_field=_get(m, "topic_field", str, "title"),
-        qrels=_get(m, "qrels", str, collection),
-        remove_query_ids=_get(m, "remove_query_ids", bool,
-                              bool(named and named.remove_query_ids)),
-        index_path=Path(_get(index, "path", str, f"indexes/{name}")),
-        stopwords=_get(index, "stopwords", bool, True), stemmer=stemmer, threads=threads,
-        measures=_measures(m, "measures", m.get("measures", default_measures)),
-        baseline=_get(m, "baseline", str, ""), alpha=float(_get(m, "alpha", (int, float), 0.05)),
-        pipelines=_pipelines(m, threads))
-    if cfg.baseline not in cfg.pipelines:
-        raise m.fail(f"baseline {cfg.baseline!r} is not one of the pipelines: "
-                     + ", ".join(cfg.pipelines), "baseline" if "baseline" in m else None)
-    sweeps = m.get("sweeps", Located())
-    if not isinstance(sweeps, Located):
-        raise m.fail("'sweeps' must be a mapping of name -> sweep", "sweeps")
-    cfg.sweeps = [_sweep(str(k), v, sweeps, cfg) for k, v in sweeps.items()]
-    return cfg
-
 
 # ---------------------------------------------------------------- building and running
 
