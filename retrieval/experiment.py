@@ -1,32 +1,10 @@
 """Config-driven experiments: build what is missing, run every pipeline, evaluate, compare.
 
-The config format is described in retrieval/config.py.
-
-A YAML config names a collection, index settings, pipelines, measures, the
-baseline and optional parameter sweeps (see configs/cacm.yaml)::
-
-    collection: cacm                 # named collection or a path; topics/qrels default to it
-    index: {path: indexes/cacm, stopwords: true, stemmer: porter}
-    measures: [MAP, P@30, nDCG@10]
-    baseline: bm25
-    pipelines:
-      bm25: bm25                     # a ranker name ...
-      qld: {model: qld, mu: 1000}    # ... a ranker with parameters ...
-      bm25>>qld:                     # ... or stages in order, each with an optional cutoff
-        - {model: bm25, cutoff: 100}
-        - qld
-    sweeps:
-      bm25-tuned:                    # becomes a system when a setting is selected
-        pipeline: bm25
-        grid: {k1: [0.6, 0.9, 1.2], b: [0.3, 0.4, 0.75]}
-        measure: MAP
-        select_on: folds             # a train split ("scifact:train"), "folds", or omitted
-
-`model` is any ranker registered in retrieval.rankers; the other keys are its
-parameters. The index is rebuilt only when missing or when its manifest's
-source/analyzer differ from the config. Run files are cached beside a key
-(hash of the pipeline config, the index manifest and the topics), so a re-run
-with nothing changed reads them back instead of searching.
+The config format is described in retrieval/config.py. The index is rebuilt
+only when missing or when its manifest's source/analyzer differ from the
+config. Run files are cached beside a key (hash of the pipeline config, the
+index manifest and the topics), so a re-run with nothing changed reads them
+back instead of searching.
 """
 
 from __future__ import annotations
