@@ -23,5 +23,9 @@ test: install
 lint:
 	$(PYTHON) -m ruff check retrieval tests eval
 
-bench:
+bench: install
+	$(PIP) install --quiet -e '.[bench]'
 	$(PYTHON) eval/bench_sparse.py
+	$(PYTHON) eval/bench_backends.py
+	$(PYTHON) eval/parity_sparse.py
+	$(PYTHON) eval/parity_backends.py
