@@ -166,6 +166,7 @@ class Config:
     alpha: float
     pipelines: dict[str, list[StageSpec]]
     sweeps: list[SweepSpec] = field(default_factory=list)
+    parts: dict[str, dict[str, Any]] = field(default_factory=dict)  # e.g. {"dense": {...}}
 
 
 def _get(m: Located, key: str, kind: type | tuple[type, ...], default: Any = None,
@@ -293,6 +294,23 @@ def _measures(m: Located, key: str, names: Any) -> list[str]:
         raise m.fail(e.message, key) from None
 
 
+DENSE_KEYS = {"encoder", "precision", "type", "params"}
+
+
+def _parts(index: Located) -> dict[str, dict[str, Any]]:
+    """Extra index parts: `dense: true` or `dense: {encoder, precision, type, params}`."""
+    dense = index.get("dense", False)
+    if dense is True:
+        return {"dense": {}}
+    if dense is False or dense is None:
+        return {}
+    if not isinstance(dense, Located):
+        raise index.fail("'dense' must be true, false or a mapping (encoder, precision, type, "
+                         "params)", "dense")
+    _check_keys(dense, DENSE_KEYS, "index.dense")
+    return {"dense": dict(dense)}
+
+
 def load_config(path: str | Path) -> Config:
     """Read and validate an experiment config; errors name the file and line."""
     m = read_yaml(path)
@@ -303,8 +321,8 @@ def load_config(path: str | Path) -> Config:
     named = collections.named(collection)
     index = m.get("index", Located())
     if not isinstance(index, Located):
-        raise m.fail("'index' must be a mapping (path, stopwords, stemmer)", "index")
-    _check_keys(index, {"path", "stopwords", "stemmer"}, "index")
+        raise m.fail("'index' must be a mapping (path, stopwords, stemmer, dense)", "index")
+    _check_keys(index, {"path", "stopwords", "stemmer", "dense"}, "index")
     name = _get(m, "name", str, Path(path).stem)
     stemmer = index.get("stemmer", "porter")
     if stemmer not in ("porter", None):
@@ -321,7 +339,7 @@ def load_config(path: str | Path) -> Config:
         stopwords=_get(index, "stopwords", bool, True), stemmer=stemmer, threads=threads,
         measures=_measures(m, "measures", m.get("measures", default_measures)),
         baseline=_get(m, "baseline", str, ""), alpha=float(_get(m, "alpha", (int, float), 0.05)),
-        pipelines=_pipelines(m, threads))
+        pipelines=_pipelines(m, threads), parts=_parts(index))
     if cfg.baseline not in cfg.pipelines:
         raise m.fail(f"baseline {cfg.baseline!r} is not one of the pipelines: "
                      + ", ".join(cfg.pipelines), "baseline" if "baseline" in m else None)

@@ -54,7 +54,7 @@ def ensure_index(cfg: Config) -> Index:
         index = Index.open(cfg.index_path)
         m = index.manifest
         if m.get("source") == source and m.get("analyzer") == analyzer.settings:
-            return index
+            return ensure_parts(cfg, index)
         reason = "built from another source or with another analyzer"
     except InputError as e:
         missing = not (cfg.index_path / storage.MANIFEST).is_file()
@@ -62,6 +62,19 @@ def ensure_index(cfg: Config) -> Index:
     _note(f"building index {cfg.index_path} ({reason})")
     build_index(collections.load_documents(cfg.collection), cfg.index_path, source=source,
                 analyzer=analyzer)
+    return ensure_parts(cfg, Index.open(cfg.index_path, verify=False))
+
+
+def ensure_parts(cfg: Config, index: Index) -> Index:
+    """Add the extra parts the config asks for (e.g. dense) when the index lacks them."""
+    dense = cfg.parts.get("dense")
+    if dense is None or index.has("dense"):
+        return index
+    from retrieval.dense import DEFAULT_PRECISION, Encoder, add_dense
+
+    _note(f"adding the dense part to {cfg.index_path}")
+    encoder = Encoder(dense.get("encoder"), precision=dense.get("precision", DEFAULT_PRECISION))
+    add_dense(index, encoder, dense.get("type", "flat"), dense.get("params"))
     return Index.open(cfg.index_path, verify=False)
 
 

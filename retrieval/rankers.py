@@ -33,7 +33,41 @@ def _qljm(index: Index, lam: float = 0.1, hits: int = 1000, threads: int = 1, **
     return QueryLikelihood(index, "jelinek-mercer", lam=lam, hits=hits, threads=threads)
 
 
-RANKERS: dict[str, Factory] = {"bm25": _bm25, "qld": _qld, "qljm": _qljm}
+def _late(index: Index, model: str | None = None, interpolate: float | None = None, depth: int = 100,
+          threads: int = 1, **_: Any) -> Stage:
+    """Late-interaction reranker: it needs a run, so use it after a first stage in a pipeline or
+    with `retrieval search --candidates RUN` (model: a checkpoint path or zero-shot)."""
+    from retrieval.late import LateReranker
+
+    return LateReranker(index, model, interpolate=interpolate, depth=depth, threads=threads)
+
+
+def _dense(index: Index, hits: int = 1000, encoder: str | None = None, precision: str | None = None,
+           ef_search: int | None = None, nprobe: int | None = None, threads: int | None = None,
+           **_: Any) -> Stage:
+    from retrieval.dense import DenseRetriever
+
+    return DenseRetriever(index, encoder, k=hits, precision=precision, threads=threads,
+                          ef_search=ef_search, nprobe=nprobe)
+
+
+def _hybrid(index: Index, weight: float = 0.5, fusion: str = "interpolate", depth: int = 1000,
+            k1: float = 0.9, b: float = 0.4, hits: int = 1000, threads: int = 1,
+            encoder: str | None = None, precision: str | None = None, **_: Any) -> Stage:
+    """BM25 fused with dense retrieval: min-max interpolation (`weight` on BM25) or RRF."""
+    from retrieval.fusion import RRF, Interpolate
+
+    sparse = BM25(index, k1=k1, b=b, hits=depth, threads=threads)
+    dense = _dense(index, hits=depth, encoder=encoder, precision=precision)
+    if fusion == "rrf":
+        return RRF(sparse, dense, depth=depth, hits=hits)
+    if fusion != "interpolate":
+        raise InputError(f"unknown fusion {fusion!r}; expected interpolate or rrf")
+    return Interpolate(sparse, dense, weight=weight, depth=depth, hits=hits)
+
+
+RANKERS: dict[str, Factory] = {"bm25": _bm25, "qld": _qld, "qljm": _qljm, "late": _late,
+                               "dense": _dense, "hybrid": _hybrid}
 SPARSE = {"bm25", "qld", "qljm"}
 LUCENE_MODELS = {"bm25", "qld"}
 

@@ -47,3 +47,13 @@ def tiny_docs(tmp_path) -> Path:
     import json
     path.write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in rows))
     return path
+
+
+@pytest.fixture(scope="session")
+def scifact_dense_index(tmp_path_factory) -> Index:
+    """SciFact with inverted and dense parts (default encoder), built once per test run."""
+    from retrieval.dense import add_dense
+
+    index = _built(tmp_path_factory, "scifact")
+    add_dense(index)
+    return Index.open(index.path)

@@ -177,7 +177,8 @@ def test_shipped_configs_are_valid_and_use_every_ranker(path):
 def test_scifact_config_selects_on_train():
     cfg = load_config(CONFIGS / "scifact.yaml")
     assert cfg.measures == ["nDCG@10", "R@100", "MAP"] and cfg.remove_query_ids
-    assert [s.select_on for s in cfg.sweeps] == ["scifact:train"]
+    assert [s.select_on for s in cfg.sweeps] == ["scifact:train", "scifact:train"]
+    assert cfg.parts == {"dense": {}} and {"dense", "hybrid"} <= set(cfg.pipelines)
 
 
 # ---------------------------------------------------------------- running experiments

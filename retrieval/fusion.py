@@ -1,0 +1,112 @@
+"""Combining Runs: reciprocal-rank fusion and normalised linear interpolation.
+
+Pure functions work on Runs (`rrf`, `interpolate`); the stage classes (`RRF`,
+`Interpolate`) compose stages, e.g. `Interpolate(bm25, dense, weight=0.3)(queries)`.
+A document missing from one run contributes nothing from that run (RRF) or
+that run's normalised minimum, 0 (interpolation). Ties are broken by doc id
+like every Run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from retrieval.errors import InputError
+from retrieval.types import Queries, Run, Stage
+
+RRF_K = 60
+
+
+def _cut(run: Run, k: int | None) -> Run:
+    return run.cut(k) if k else run
+
+
+def rrf(runs: Sequence[Run], k: int = RRF_K, depth: int | None = None) -> Run:
+    """Reciprocal-rank fusion: score(d) = sum over runs of 1 / (k + rank of d), rank from 1.
+
+    `depth` limits each input run to its top hits before fusing; queries in
+    any run appear in the result.
+    """
+    if not runs:
+        raise InputError("rrf needs at least one run")
+    fused: dict[str, dict[str, float]] = {}
+    for run in runs:
+        for qid, hits in _cut(run, depth).items():
+            scores = fused.setdefault(qid, {})
+            for rank, (doc, _) in enumerate(hits, start=1):
+                scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
+    return Run({q: s.items() for q, s in fused.items()})
+
+
+def minmax(hits: Sequence[tuple[str, float]]) -> dict[str, float]:
+    """Scores of one ranking scaled to [0, 1] (all 1.0 when every score is equal)."""
+    if not hits:
+        return {}
+    scores = [s for _, s in hits]
+    low, high = min(scores), max(scores)
+    span = high - low
+    return {d: ((s - low) / span if span > 0 else 1.0) for d, s in hits}
+
+
+def interpolate(run_a: Run, run_b: Run, weight: float = 0.5, depth: int | None = None) -> Run:
+    """weight * minmax(a) + (1 - weight) * minmax(b) per query, over the union of hits."""
+    if not 0.0 <= weight <= 1.0:
+        raise InputError(f"interpolation weight must be in [0, 1], got {weight}")
+    run_a, run_b = _cut(run_a, depth), _cut(run_b, depth)
+    out = {}
+    for qid in list(run_a) + [q for q in run_b if q not in run_a]:
+        a = minmax(run_a.get(qid, []))
+        b = minmax(run_b.get(qid, []))
+        out[qid] = [(d, weight * a.get(d, 0.0) + (1.0 - weight) * b.get(d, 0.0))
+                    for d in a.keys() | b.keys()]
+    return Run(out)
+
+
+class RRF:
+    """A stage fusing the Runs of several stages by reciprocal rank."""
+
+    def __init__(self, *stages: Stage, k: int = RRF_K, depth: int | None = None,
+                 hits: int | None = None):
+        if len(stages) < 2:
+            raise InputError("RRF fuses at least two stages")
+        self.stages, self.k, self.depth, self.hits = stages, k, depth, hits
+
+    def __call__(self, queries: Queries, run: Run | None = None) -> Run:
+        """Run every stage on the queries and fuse their Runs."""
+        fused = rrf([stage(queries, run) for stage in self.stages], self.k, self.depth)
+        return _cut(fused, self.hits)
+
+
+class Interpolate:
+    """A stage: weight * normalised first + (1 - weight) * normalised second."""
+
+    def __init__(self, first: Stage, second: Stage, weight: float = 0.5,
+                 depth: int | None = None, hits: int | None = None):
+        if not 0.0 <= weight <= 1.0:
+            raise InputError(f"interpolation weight must be in [0, 1], got {weight}")
+        self.first, self.second = first, second
+        self.weight, self.depth, self.hits = weight, depth, hits
+
+    def __call__(self, queries: Queries, run: Run | None = None) -> Run:
+        """Run both stages on the queries and interpolate their normalised scores."""
+        fused = interpolate(self.first(queries, run), self.second(queries, run),
+                            self.weight, self.depth)
+        return _cut(fused, self.hits)
+
+
+def tune_weight(run_a: Run, run_b: Run, qrels: dict[str, dict[str, int]],
+                measure: str = "nDCG@10", grid: Sequence[float] | None = None,
+                depth: int | None = None) -> tuple[float, dict[float, float]]:
+    """The interpolation weight maximising `measure` on (training!) qrels, and every score.
+
+    Ties go to the smaller weight, so the choice is deterministic.
+    """
+    import ir_measures
+
+    parsed = ir_measures.parse_measure(measure)
+    grid = grid if grid is not None else [round(i / 20, 2) for i in range(21)]
+    scores = {w: ir_measures.calc_aggregate([parsed], qrels,
+                                            interpolate(run_a, run_b, w, depth).scores())[parsed]
+              for w in grid}
+    best = max(grid, key=lambda w: (scores[w], -w))
+    return best, scores
