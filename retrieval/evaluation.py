@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 import ir_measures
 
 from retrieval.errors import InputError
-from retrieval.types import Qrels, Run
+from retrieval.types import Qrels, Run, natural_key
 
 ALIASES = {"MAP": "AP", "MRR": "RR", "map": "AP", "mrr": "RR", "ndcg": "nDCG"}
 
@@ -33,14 +33,17 @@ def parse_measures(names: str | Iterable[str]) -> list[tuple[str, object]]:
     return parsed
 
 
-def _check(run: Run, qrels: Qrels) -> None:
-    if not set(run) & set(qrels):
+def _answered(run: Run, qrels: Qrels) -> Qrels:
+    """The judgements of queries the run answers (trec_eval's default, i.e. without -c)."""
+    judged = Qrels({q: j for q, j in qrels.items() if run.get(q)})
+    if not judged:
         raise InputError("the run and the qrels share no query ids; wrong qrels for this run?")
+    return judged
 
 
 def evaluate(run: Run, qrels: Qrels, measures: str | Sequence[str]) -> dict[str, float]:
     """Mean of each measure over the judged queries the run answers (trec_eval's default)."""
-    _check(run, qrels)
+    qrels = _answered(run, qrels)
     parsed = parse_measures(measures)
     values = ir_measures.calc_aggregate([m for _, m in parsed], qrels, run.scores())
     return {name: float(values[m]) for name, m in parsed}
@@ -48,14 +51,10 @@ def evaluate(run: Run, qrels: Qrels, measures: str | Sequence[str]) -> dict[str,
 
 def per_query(run: Run, qrels: Qrels, measures: str | Sequence[str]) -> dict[str, dict[str, float]]:
     """{query id: {measure: value}} for every judged query the run answers."""
-    _check(run, qrels)
+    qrels = _answered(run, qrels)
     parsed = parse_measures(measures)
     by_measure = {m: name for name, m in parsed}
     out: dict[str, dict[str, float]] = {}
     for metric in ir_measures.iter_calc([m for _, m in parsed], qrels, run.scores()):
         out.setdefault(metric.query_id, {})[by_measure[metric.measure]] = float(metric.value)
-    return {q: {name: out[q][name] for name, _ in parsed} for q in sorted(out, key=_natural)}
-
-
-def _natural(qid: str) -> tuple:
-    return (0, int(qid), "") if qid.isdigit() else (1, 0, qid)
+    return {q: {name: out[q][name] for name, _ in parsed} for q in sorted(out, key=natural_key)}

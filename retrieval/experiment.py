@@ -30,7 +30,7 @@ from retrieval.index import Index, build_index
 from retrieval.pipeline import Cut, Pipeline
 from retrieval.rankers import make_ranker
 from retrieval.significance import Comparison, compare
-from retrieval.types import Qrels, Queries, Run
+from retrieval.types import Qrels, Queries, Run, natural_key
 
 CACHE_VERSION = 1
 IPREC = [f"IPrec@{r / 10:.1f}" for r in range(11)]
@@ -226,7 +226,7 @@ def _best(points: list[dict[str, Any]], values: list[dict[str, float]],
 
 def folds(qids: list[str], k: int = 2) -> list[set[str]]:
     """Query ids split into k folds by position in (natural) id order: i % k."""
-    ordered = sorted(qids, key=lambda q: (0, int(q), "") if q.isdigit() else (1, 0, q))
+    ordered = sorted(qids, key=natural_key)
     return [{q for i, q in enumerate(ordered) if i % k == f} for f in range(k)]
 
 

@@ -33,13 +33,13 @@ def _qljm(index: Index, lam: float = 0.1, hits: int = 1000, threads: int = 1, **
     return QueryLikelihood(index, "jelinek-mercer", lam=lam, hits=hits, threads=threads)
 
 
-def _late(index: Index, model: str | None = None, interpolate: float | None = None, depth: int = 100,
+def _late(index: Index, checkpoint: str | None = None, interpolate: float | None = None, depth: int = 100,
           threads: int = 1, **_: Any) -> Stage:
     """Late-interaction reranker: it needs a run, so use it after a first stage in a pipeline or
-    with `retrieval search --candidates RUN` (model: a checkpoint path or zero-shot)."""
+    with `retrieval search --candidates RUN` (checkpoint: a .safetensors path or zero-shot)."""
     from retrieval.late import LateReranker
 
-    return LateReranker(index, model, interpolate=interpolate, depth=depth, threads=threads)
+    return LateReranker(index, checkpoint, interpolate=interpolate, depth=depth, threads=threads)
 
 
 def _dense(index: Index, hits: int = 1000, encoder: str | None = None, precision: str | None = None,

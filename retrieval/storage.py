@@ -67,6 +67,7 @@ def atomic_directory(target: Path) -> Iterator[Path]:
         yield tmp
         _fsync_tree(tmp)
         if target.exists():
+            _forget_part(target)
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
             os.rename(target, old / "previous")
             os.rename(tmp, target)
@@ -77,6 +78,24 @@ def atomic_directory(target: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _forget_part(target: Path) -> None:
+    """Before a part directory (`<index>/dense`, ...) is replaced, drop it from the manifest.
+
+    A crash between the rename and `add_part` then leaves an index without that
+    part (which opens, verifies and says the part is missing) instead of one
+    whose manifest lists the old part's checksums for the new part's files.
+    """
+    path = target.parent / MANIFEST
+    try:
+        manifest = json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):
+        return
+    parts = manifest.get("parts") if isinstance(manifest, dict) else None
+    if isinstance(parts, dict) and target.name in parts:
+        del parts[target.name]
+        write_json_atomic(path, manifest)
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

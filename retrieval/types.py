@@ -36,6 +36,11 @@ class Qrels(dict[str, dict[str, int]]):
     """Query id -> {doc id: relevance grade}."""
 
 
+def natural_key(qid: str) -> tuple:
+    """Sort key putting numeric ids in numeric order (2 < 10), then the others by text."""
+    return (0, int(qid), "") if qid.isascii() and qid.isdigit() else (1, 0, qid)
+
+
 def rank(hits: Iterable[tuple[str, float]]) -> Ranking:
     """Sort hits by score descending, then doc id ascending (deterministic ties)."""
     return sorted(((str(d), float(s)) for d, s in hits), key=lambda h: (-h[1], h[0]))

@@ -83,3 +83,21 @@ def test_lucene_backend_through_the_cli(tiny_docs, tmp_path):
     assert [line.split()[2] for line in out.read_text().splitlines()] == ["d2", "d1", "d5"]
     code, _, err = run_cli("search", "--index", idx, "--topics", topics, "--model", "qljm")
     assert code == 2 and "lucene backend runs bm25, qld" in err
+
+
+def test_dense_and_hybrid_through_the_cli(tiny_docs, tmp_path):
+    idx = tmp_path / "idx"
+    assert main(["index", "--collection", str(tiny_docs), "--index", str(idx)]) == 0
+    code, _, err = run_cli("index", "--index", idx, "--dense")  # add the part to the index
+    assert code == 0, err
+    assert json.loads((idx / "manifest.json").read_text())["parts"].keys() >= {"inverted", "dense"}
+    topics = tmp_path / "t.tsv"
+    topics.write_text("1\tcanine pursues kitten\n")  # no word in common with any document
+    for model in ("dense", "hybrid"):
+        out = tmp_path / f"{model}.txt"
+        code, _, err = run_cli("search", "--index", idx, "--topics", topics, "--model", model,
+                               "--output", out)
+        assert code == 0, err
+        assert out.read_text().split()[2] == "d2"  # "Dogs chase cats": found by meaning alone
+    code, _, err = run_cli("index", "--index", tmp_path / "none", "--dense")
+    assert code == 2 and "no index here" in err

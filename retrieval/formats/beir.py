@@ -18,6 +18,9 @@ def _records(path: str | Path) -> Iterator[tuple[int, dict]]:
         except ValueError as e:
             raise InputError(f"invalid JSON ({e.args[0].split(':')[0]}); expected one JSON object"
                              " per line", path, n) from None
+        except RecursionError:
+            raise InputError("invalid JSON (nested too deeply); expected one JSON object per line",
+                             path, n) from None
         if not isinstance(record, dict) or not isinstance(record.get("_id"), (str, int)):
             raise InputError("expected a JSON object with an \"_id\"", path, n)
         for field in ("title", "text"):

@@ -68,7 +68,8 @@ def read_html_tarball(path: str | Path) -> Iterator[Document]:
                     data = archive.extractfile(member).read()
                     yield html_to_document(_doc_id(member.name), decode(data, f"{path}!{member.name}"))
     except (tarfile.TarError, EOFError, OSError) as e:
-        raise InputError(f"cannot read archive ({e}); expected a .tar.gz of HTML files", path) from None
+        reason = " ".join(str(e).split())  # tarfile's messages span lines; errors are one line
+        raise InputError(f"cannot read archive ({reason}); expected a .tar.gz of HTML files", path) from None
 
 
 def read_html_directory(path: str | Path) -> Iterator[Document]:

@@ -56,7 +56,7 @@ def read_smart_queries(path: str | Path, renumber: bool = True, text: str | None
         text = " ".join(fields.get("W", "").split())
         if not text:
             raise InputError(f"query {qid!r} has no '.W' text", path, line)
-        key = str(position) if renumber else str(int(qid)) if qid.isdigit() else qid
+        key = str(position) if renumber else str(int(qid)) if qid.isascii() and qid.isdigit() else qid
         if key in queries:
             raise InputError(f"duplicate query id {key!r}", path, line)
         queries[key] = text
@@ -77,7 +77,7 @@ def read_cranfield_qrels(path: str | Path, text: str | None = None) -> Qrels:
         parts = line.split()
         if not parts:
             continue
-        if len(parts) != 3 or not all(p.lstrip("-").isdigit() for p in parts):
+        if len(parts) != 3 or not all(re.fullmatch(r"-?[0-9]+", p) for p in parts):
             raise InputError("expected 3 integers 'query doc code'", path, n)
         code = int(parts[2])
         if code not in (-1, 1, 2, 3, 4, 5):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import zlib
 from pathlib import Path
 
 from retrieval.errors import InputError
@@ -27,7 +28,7 @@ def read_text(path: str | Path) -> str:
         data = path.read_bytes()
         if path.suffix == ".gz":
             data = gzip.decompress(data)
-    except (OSError, EOFError) as e:
+    except (OSError, EOFError, zlib.error) as e:  # zlib.error: corrupt gzip data
         raise InputError(f"cannot read ({e})", path) from None
     if b"\x00" in data:
         line = data[: data.index(b"\x00")].count(b"\n") + 1

@@ -73,7 +73,8 @@ class ImpactSearcher:
             # Zero scores would hide which documents matched: score one query at a time.
             return [self.search(q, k) for q in tqdm(queries, desc="searching", disable=None)]
         self.matrix  # noqa: B018  (built once, before threads start)
-        size = max(1, min(256, (1 << 22) // max(self.index.num_docs, 1)))
+        size = max(1, min(256, (1 << 22) // max(self.index.num_docs, 1),
+                          -(-len(queries) // max(1, threads))))  # every thread gets a chunk
         chunks = [queries[i:i + size] for i in range(0, len(queries), size)]
         bar = tqdm(total=len(queries), desc="searching", unit=" queries", disable=None)
 

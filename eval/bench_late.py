@@ -1,0 +1,203 @@
+"""Benchmark: late-interaction reranking of BM25 top-100 (quality, latency, store size).
+
+    python eval/bench_late.py [--model models/late/late.safetensors] [--threads 2]
+                              [--workdir /tmp/bench_late] [--cache-dir DIR] [--latency-queries 30]
+
+In one run, on 2 cores: SciFact test nDCG@10 of BM25, zero-shot MaxSim, the
+trained checkpoint alone and fused with BM25 (the weight stored in the
+checkpoint, chosen on held-out *training* queries); the same through the
+index's late store (fp16 and int8, built by `build_late` / `convert_late`)
+with bytes per token and total size; CACM and Vaswani MAP / nDCG@10 against
+BM25 (same top-100 candidates); per-query reranking latency (median, p95) with
+stored embeddings and with on-the-fly encoding; training wall time as recorded
+in the checkpoint. SciFact quality rows for the model variants are computed
+from cached frozen encoder states (`retrieval.late.cache`; same arithmetic as
+the reranker). Prints one Markdown table and writes eval/results/late.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
+from retrieval.evaluation import evaluate  # noqa: E402
+from retrieval.index import Index, build_index  # noqa: E402
+from retrieval.late import DEFAULT_CHECKPOINT, LateModel, LateReranker, build_late, convert_late  # noqa: E402
+from retrieval.late.cache import cached_states  # noqa: E402
+from retrieval.late.model import load_checkpoint  # noqa: E402
+from retrieval.late.train import fuse, rerank_cached  # noqa: E402
+from retrieval.sparse.rankers import BM25  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results" / "late.md"
+DEPTH = 100
+
+
+def machine(threads: int) -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    import transformers
+
+    return (f"{os.cpu_count()} cores ({cpu}), torch threads {threads}; Python {platform.python_version()}, "
+            f"numpy {np.__version__}, torch {torch.__version__}, transformers {transformers.__version__}")
+
+
+def index_for(name: str, workdir: Path) -> Index:
+    path = workdir / name
+    if not (path / "manifest.json").is_file():
+        build_index(load_documents(name), path, source=f"collection:{name}", progress=False)
+    return Index.open(path)
+
+
+def first_stage(index: Index, topics: str) -> object:
+    run = BM25(index, k1=0.9, b=0.4, hits=1000)(load_topics(topics))
+    return (run.without_query_ids() if topics.startswith("scifact") else run).cut(DEPTH)
+
+
+def late_store(index: Index, model: LateModel, compression: str) -> tuple[dict, float | None]:
+    """The index's late part in `compression`, (re)built for `model`; (entry, seconds to build)."""
+    part = index.parts.get("late", {})
+    start, built = time.perf_counter(), None
+    if not part or part.get("checkpoint_sha256") != model.checkpoint_sha256:
+        build_late(index, model, compression="fp16", progress=False)
+        built = time.perf_counter() - start
+    index = Index.open(index.path)
+    if index.parts["late"]["compression"] != compression:
+        convert_late(index, compression)
+    return Index.open(index.path).parts["late"], built
+
+
+def latencies(stage: LateReranker, queries, run, n: int) -> tuple[float, float]:
+    """Median and p95 ms per query of stage.rerank_hits over the first n queries (1 warm-up)."""
+    qids = list(run)[:n + 1]
+    stage.rerank_hits(queries[qids[0]], run[qids[0]])
+    times = []
+    for q in qids[1:]:
+        start = time.perf_counter()
+        stage.rerank_hits(queries[q], run[q])
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times), float(np.percentile(times, 95))
+
+
+def scifact_variants(model_path: Path, cache_dir: Path | None, bm25) -> list[tuple[str, float]]:
+    """nDCG@10 of zero-shot and trained MaxSim (and fusion) from cached encoder states."""
+    from retrieval.late.encoder import TokenEncoder
+
+    proj, settings = load_checkpoint(model_path)
+    weight = json.loads(_meta(model_path)["info"])["interpolate"]
+    docs = list(load_documents("scifact"))
+    dindex = {d.id: i for i, d in enumerate(docs)}
+    queries, qrels = load_topics("scifact"), load_qrels("scifact")
+    qindex = {q: i for i, q in enumerate(queries)}
+    rows = []
+    for label, w, augment in (("zero-shot MaxSim (MiniLM token states)", None, False),
+                              ("zero-shot MaxSim, [MASK] augmentation", None, True),
+                              ("trained projection", proj, settings.get("augment", False))):
+        enc = TokenEncoder(None, **{**{k: settings[k] for k in ("query_length", "doc_length", "markers",
+                                                                 "precision") if k in settings},
+                                    "augment": augment}, progress=False)
+        ds = cached_states(enc, [d.contents for d in docs], False, cache_dir)
+        qs = cached_states(enc, list(queries.values()), True, cache_dir)
+        late = rerank_cached(w, qs, qindex, ds, dindex, bm25, DEPTH)
+        rows.append((label, evaluate(late, qrels, ["nDCG@10"])["nDCG@10"]))
+        if w is not None:
+            fused = evaluate(fuse(bm25, late, weight, DEPTH), qrels, ["nDCG@10"])["nDCG@10"]
+            rows.append((f"trained, fused with BM25 (w={weight}, chosen on train)", fused))
+    return rows
+
+
+def _meta(path: Path) -> dict:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="numpy") as f:
+        return f.metadata() or {}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", type=Path, default=DEFAULT_CHECKPOINT)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/bench_late"))
+    ap.add_argument("--cache-dir", type=Path, default=None)
+    ap.add_argument("--latency-queries", type=int, default=30)
+    ap.add_argument("--fly-queries", type=int, default=10)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    info = json.loads(_meta(args.model)["info"])
+    weight = info["interpolate"]
+    model = LateModel(args.model, threads=args.threads)
+    lines = ["| collection | system | nDCG@10 | MAP | notes |", "|---|---|---:|---:|---|"]
+
+    sci = index_for("scifact", args.workdir)
+    queries, qrels = load_topics("scifact"), load_qrels("scifact")
+    bm25 = first_stage(sci, "scifact")
+    base = evaluate(bm25, qrels, ["nDCG@10", "MAP"])
+    lines.append(f"| scifact | BM25 top-100 | {base['nDCG@10']:.4f} | {base['MAP']:.4f} | k1=0.9 b=0.4 |")
+    for label, value in scifact_variants(args.model, args.cache_dir, bm25):
+        lines.append(f"| scifact | {label} | {value:.4f} | | cached states |")
+    sizes, lat = [], {}
+    for compression in ("fp16", "int8"):
+        entry, built = late_store(sci, model, compression)
+        sci = Index.open(sci.path)
+        stage = LateReranker(sci, model, use_store=True)
+        late = evaluate(stage(queries, bm25), qrels, ["nDCG@10", "MAP"])
+        fused = evaluate(LateReranker(sci, model, interpolate=weight, use_store=True)(queries, bm25), qrels,
+                         ["nDCG@10"])["nDCG@10"]
+        lines.append(f"| scifact | trained, late store {compression} | {late['nDCG@10']:.4f} | "
+                     f"{late['MAP']:.4f} | fused w={weight}: {fused:.4f} |")
+        sizes.append((compression, entry, built))
+        lat[compression] = latencies(stage, queries, bm25, args.latency_queries)
+    fly = LateReranker(sci, model, use_store=False)
+    lat["on the fly"] = latencies(fly, queries, bm25, args.fly_queries)
+
+    for name in ("cacm", "vaswani"):
+        idx = index_for(name, args.workdir)
+        q, qr = load_topics(name), load_qrels(name)
+        run = first_stage(idx, name)
+        late_store(idx, model, "fp16")
+        idx = Index.open(idx.path)
+        stages = (("BM25 top-100", None), ("trained late", LateReranker(idx, model)),
+                  (f"trained late fused w={weight}", LateReranker(idx, model, interpolate=weight)))
+        for label, stage in stages:
+            r = evaluate(run if stage is None else stage(q, run), qr, ["nDCG@10", "MAP"])
+            lines.append(f"| {name} | {label} | {r['nDCG@10']:.4f} | {r['MAP']:.4f} | |")
+
+    table = "\n".join(lines)
+    size_rows = ["| compression | bytes/token | total (MB) | tokens | store build (s) |",
+                 "|---|---:|---:|---:|---:|"]
+    for compression, entry, built in sizes:
+        how = "converted from fp16" if built is None else f"{built:.0f}"
+        size_rows.append(f"| {compression} | {entry['bytes_per_token']} | {entry['bytes'] / 1e6:.1f} | "
+                         f"{entry['tokens']:,} | {how} |")
+    lat_rows = ["| documents from | median ms/query | p95 ms/query |", "|---|---:|---:|"]
+    lat_rows += [f"| {k} | {m:.0f} | {p:.0f} |" for k, (m, p) in lat.items()]
+    text = (f"# Late-interaction reranking (BM25 top-{DEPTH})\n\nMachine: {machine(args.threads)}\n\n"
+            f"Model: `{args.model}` (dim {model.dim}); regenerate with `python eval/bench_late.py`.\n\n"
+            f"{table}\n\nSciFact late store ({model.dim} dims):\n\n" + "\n".join(size_rows)
+            + f"\n\nReranking latency per query, top-{DEPTH}, SciFact test (query encoding included; "
+            f"{args.latency_queries} queries stored, {args.fly_queries} on the fly):\n\n"
+            + "\n".join(lat_rows)
+            + f"\n\nTraining wall time (recorded in the checkpoint, encoder states cached): "
+            f"{info['train_seconds']:.0f} s; best epoch {info['best_epoch']}, held-out train nDCG@10 "
+            f"{info['heldout_ndcg10']} (BM25 {info['heldout_first_stage_ndcg10']}).\n")
+    print(text)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(text)
+    print(f"wrote {RESULTS}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

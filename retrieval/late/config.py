@@ -1,0 +1,26 @@
+"""Training hyper-parameters (torch-free, so the CLI can show defaults cheaply)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class TrainConfig:
+    """Hyper-parameters of `train`; recorded in the checkpoint."""
+
+    dim: int = 128
+    epochs: int = 12
+    batch_size: int = 16
+    negatives: int = 4
+    negative_depth: int = 30
+    lr: float = 3e-3
+    temperature: float = 1.0
+    holdout: float = 0.15
+    titles: bool = False
+    seed: int = 13
+    depth: int = 100
+    augment: bool = False
+    markers: bool = False
+    query_length: int = 32
+    doc_length: int = 256

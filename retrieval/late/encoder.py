@@ -1,0 +1,114 @@
+"""Contextual token states from a local Hugging Face encoder, ColBERT-style.
+
+Queries and documents get a marker token after [CLS] ([unused0] / [unused1],
+as ColBERT does) when `markers` is on; queries can be padded with [MASK] to
+`query_length` tokens (query augmentation). Document tokens that are pure
+punctuation are dropped. The states returned here are the encoder's last
+layer (hidden size, e.g. 384); `model.LateModel` projects and normalises them.
+"""
+
+from __future__ import annotations
+
+import os
+import string
+from collections.abc import Sequence
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
+
+from retrieval.dense.encoder import cpu_has_bf16, model_checksum, resolve_model_dir  # noqa: E402
+from retrieval.errors import InputError  # noqa: E402
+
+Q_MARKER, D_MARKER = "[unused0]", "[unused1]"
+PRECISIONS = ("fp32", "bf16")
+
+
+def default_precision() -> str:
+    """bf16 autocast where the CPU has bf16 instructions, else fp32."""
+    return "bf16" if cpu_has_bf16() else "fp32"
+
+
+class TokenEncoder:
+    """Last-layer token states of queries and documents (float32, one array per text)."""
+
+    def __init__(self, model: str | Path | None = None, *, query_length: int = 32,
+                 doc_length: int = 256, markers: bool = False, augment: bool = False,
+                 precision: str | None = None, threads: int | None = None, batch_size: int = 16,
+                 progress: bool | None = None):
+        from transformers import AutoModel, AutoTokenizer
+
+        self.model_dir = resolve_model_dir(model)
+        self.checksum = model_checksum(self.model_dir)
+        self.precision = precision or default_precision()
+        if self.precision not in PRECISIONS:
+            raise InputError(f"unknown precision {self.precision!r}; expected fp32 or bf16")
+        if self.precision == "bf16" and not cpu_has_bf16():
+            raise InputError("precision bf16 needs a CPU with bf16 instructions; use fp32")
+        self.query_length, self.doc_length = int(query_length), int(doc_length)
+        self.markers, self.augment = bool(markers), bool(augment)
+        self.threads, self.batch_size, self.progress = threads, batch_size, progress
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir, local_files_only=True)
+        self.model = AutoModel.from_pretrained(self.model_dir, local_files_only=True).eval()
+        self.dim = int(self.model.config.hidden_size)
+        vocab = self.tokenizer.get_vocab()
+        self.marker_ids = (vocab[Q_MARKER], vocab[D_MARKER]) if Q_MARKER in vocab else None
+        if self.markers and self.marker_ids is None:
+            raise InputError(f"markers need {Q_MARKER}/{D_MARKER} in the model's vocabulary", self.model_dir)
+        punct = set(string.punctuation)
+        self.skip_ids = np.array(sorted(i for t, i in vocab.items() if t and set(t) <= punct),
+                                 dtype=np.int64)
+
+    def settings(self) -> dict:
+        """What a manifest or checkpoint records about the token encoder."""
+        return {"model": str(self.model_dir), "model_sha256": self.checksum,
+                "query_length": self.query_length, "doc_length": self.doc_length,
+                "markers": self.markers, "augment": self.augment, "precision": self.precision}
+
+    def _ids(self, texts: Sequence[str], is_query: bool) -> list[list[int]]:
+        limit = (self.query_length if is_query else self.doc_length) - (1 if self.markers else 0)
+        ids = self.tokenizer([str(t) for t in texts], truncation=True, max_length=limit,
+                             add_special_tokens=True)["input_ids"]
+        if self.markers:
+            ids = [[i[0], self.marker_ids[0 if is_query else 1], *i[1:]] for i in ids]
+        if is_query and self.augment:
+            mask = self.tokenizer.mask_token_id
+            ids = [i + [mask] * (self.query_length - len(i)) for i in ids]
+        return ids
+
+    @torch.inference_mode()
+    def _forward(self, batch: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16"):
+            out = self.model(input_ids=torch.from_numpy(batch), attention_mask=torch.from_numpy(mask))
+        return out.last_hidden_state.float().numpy()
+
+    def encode(self, texts: Sequence[str], is_query: bool, desc: str = "encoding") -> list[np.ndarray]:
+        """States (tokens, hidden) per text; document punctuation tokens dropped."""
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        ids = self._ids(texts, is_query)
+        out: list[np.ndarray] = [np.zeros((0, self.dim), np.float32)] * len(ids)
+        order = sorted(range(len(ids)), key=lambda i: (-len(ids[i]), i))
+        pad = self.tokenizer.pad_token_id or 0
+        bar = tqdm(total=len(ids), desc=desc, unit="text",
+                   disable=None if self.progress is None else not self.progress)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            width = max(len(ids[i]) for i in rows)
+            batch = np.full((len(rows), width), pad, dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for j, i in enumerate(rows):
+                batch[j, :len(ids[i])], mask[j, :len(ids[i])] = ids[i], 1
+            states = self._forward(batch, mask)
+            for j, i in enumerate(rows):
+                keep = np.arange(len(ids[i]))
+                if not is_query:
+                    keep = keep[~np.isin(batch[j, :len(ids[i])], self.skip_ids)]
+                out[i] = states[j, keep]
+            bar.update(len(rows))
+        bar.close()
+        return out

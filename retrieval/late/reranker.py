@@ -1,0 +1,132 @@
+"""Reranking with late interaction: the `LateReranker` stage and the `rerank` function.
+
+The reranker rescores each query's top `depth` hits by MaxSim. It reads
+document embeddings from the index's `late/` part when the part was built by
+the same model, and otherwise encodes the documents' text (from the doc store,
+or given directly to `rerank`) on the fly. With `interpolate=w` the score is
+w * minmax(first-stage score) + (1 - w) * minmax(MaxSim) per query. Hits
+below `depth` are dropped (the result has at most `depth` hits per query).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from retrieval.errors import InputError
+from retrieval.index import Index
+from retrieval.late.model import LateModel, maxsim
+from retrieval.types import Queries, Ranking, Run, rank
+
+
+def _minmax(scores: Sequence[float]) -> np.ndarray:
+    x = np.asarray(scores, dtype=np.float64)
+    if not len(x):
+        return x
+    span = x.max() - x.min()
+    return (x - x.min()) / span if span > 0 else np.ones_like(x)
+
+
+def interpolate_ranking(first: Ranking, late: Ranking, weight: float) -> Ranking:
+    """weight * minmax(first) + (1 - weight) * minmax(late) over the documents of `first`."""
+    if not 0.0 <= weight <= 1.0:
+        raise InputError(f"interpolation weight must be in [0, 1], got {weight}")
+    late_scores = dict(late)
+    docs = [d for d, _ in first]
+    a = _minmax([s for _, s in first])
+    b = _minmax([late_scores.get(d, min(late_scores.values(), default=0.0)) for d in docs])
+    return rank(zip(docs, (weight * a + (1 - weight) * b).tolist()))
+
+
+def _as_model(model: LateModel | str | Path | None, threads: int | None) -> LateModel:
+    return model if isinstance(model, LateModel) else LateModel(model, threads=threads)
+
+
+class LateReranker:
+    """Rerank a Run's top `depth` hits per query by MaxSim (a stage that needs a run)."""
+
+    def __init__(self, index: Index | str | Path | None = None, model: LateModel | str | Path | None = None,
+                 *, interpolate: float | None = None, depth: int = 100, use_store: bool | None = None,
+                 threads: int | None = None):
+        from retrieval.late.store import PART, LateStore
+
+        if depth < 1:
+            raise InputError(f"depth must be at least 1, got {depth}")
+        if interpolate is not None and not 0.0 <= interpolate <= 1.0:
+            raise InputError(f"interpolation weight must be in [0, 1], got {interpolate}")
+        self.index = None if index is None else (index if isinstance(index, Index) else Index.open(index))
+        self.model = _as_model(model, threads)
+        self.interpolate, self.depth = interpolate, depth
+        self.store = None
+        if self.index is not None and self.index.has(PART) and use_store is not False:
+            store = LateStore(self.index)
+            if store.compatible(self.model):
+                self.store = store
+            elif use_store:
+                raise InputError("the index's late store was built with another model; rebuild it"
+                                 " with `retrieval index --late` or rerank on the fly", self.index.path)
+            else:
+                print("retrieval: note: the index's late store was built with another model;"
+                      " encoding documents on the fly", file=sys.stderr)
+        elif use_store:
+            raise InputError("no late store in this index; build it with `retrieval index --late`",
+                             None if self.index is None else self.index.path)
+
+    def score(self, query: str, doc_ids: Sequence[str], texts: Sequence[str] | None = None) -> np.ndarray:
+        """MaxSim of `query` against each document (stored embeddings, else encoded texts)."""
+        if not doc_ids:
+            return np.zeros(0, dtype=np.float32)
+        q = self.model.queries([query])[0]
+        if self.store is not None and texts is None:
+            emb, offsets = self.store.gather(doc_ids)
+        else:
+            if texts is None:
+                if self.index is None:
+                    raise InputError("reranking a run needs document texts: give an index (doc store)"
+                                     " or pass texts")
+                texts = [self._text(d) for d in doc_ids]
+            docs = self.model.documents(texts)
+            offsets = np.concatenate([[0], np.cumsum([len(x) for x in docs])]).astype(np.int64)
+            emb = np.concatenate(docs) if docs else np.zeros((0, self.model.dim), np.float32)
+        return maxsim(q, emb, offsets)
+
+    def _text(self, doc_id: str) -> str:
+        return self.index.docstore.get(doc_id).contents  # InputError names an unknown id
+
+    def rerank_hits(self, query: str, hits: Ranking, texts: Sequence[str] | None = None) -> Ranking:
+        """One query's reranked top `depth` hits."""
+        hits = hits[:self.depth]
+        if not query.strip():
+            raise InputError("empty query text")
+        scores = self.score(query, [d for d, _ in hits], None if texts is None else texts[:self.depth])
+        late = rank(zip((d for d, _ in hits), scores.tolist()))
+        return late if self.interpolate is None else interpolate_ranking(hits, late, self.interpolate)
+
+    def __call__(self, queries: Queries, run: Run | None = None) -> Run:
+        if run is None:
+            raise InputError("the late-interaction reranker needs a run to rerank (a first stage's"
+                             " output or a run file)")
+        missing = [q for q in run if q not in queries]
+        if missing:
+            raise InputError(f"run has queries with no topic text, e.g. {missing[0]!r}")
+        return Run({q: self.rerank_hits(queries[q], hits) for q, hits in run.items()}, presorted=True)
+
+
+def rerank(query: str, docs: Sequence[tuple[str, str]], model: LateModel | str | Path | None = None,
+           *, first_scores: Sequence[float] | None = None, interpolate: float | None = None) -> Ranking:
+    """Rerank [(doc_id, text), ...] for one query: [(doc_id, score)] best first.
+
+    With `first_scores` and `interpolate=w`, fuse them as the stage does.
+    `model`: None (the committed checkpoint), "zero-shot", a checkpoint path
+    or a loaded LateModel (load once when calling repeatedly).
+    """
+    docs = list(docs)
+    reranker = LateReranker(model=model, interpolate=interpolate, depth=max(len(docs), 1))
+    if interpolate is not None and (first_scores is None or len(first_scores) != len(docs)):
+        raise InputError("interpolation needs one first-stage score per document")
+    scores = first_scores if first_scores is not None else [0.0] * len(docs)
+    hits = [(str(d), float(s)) for (d, _), s in zip(docs, scores)]
+    return reranker.rerank_hits(query, hits, [t for _, t in docs])

@@ -1,0 +1,197 @@
+"""Training the late-interaction projection with a contrastive loss on a frozen encoder.
+
+The encoder is frozen, so its token states are computed once and cached
+(`cache.cached_states`); training then only multiplies cached states by the
+projection. Each step takes a batch of (query, relevant document) pairs, adds
+`negatives` hard negatives per query sampled from the query's BM25 top
+`negative_depth` (judged-relevant documents excluded), and minimises the
+cross-entropy of the positive's MaxSim score against every document in the
+batch (in-batch + hard negatives). Optionally, (title, rest of the abstract)
+pairs from the corpus are mixed in. A held-out slice of the training queries
+picks the epoch and the interpolation weight with the first stage; test
+qrels are never read. The projection starts from the principal directions of
+document token states, so the first epoch starts near zero-shot quality.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from retrieval.evaluation import evaluate
+from retrieval.late.cache import Packed, cached_states
+from retrieval.late.config import TrainConfig
+from retrieval.late.encoder import TokenEncoder
+from retrieval.late.model import maxsim, normalise, save_checkpoint
+from retrieval.late.reranker import interpolate_ranking
+from retrieval.types import Qrels, Queries, Run
+
+
+def _pad(packed: Packed, rows: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(len(rows), max tokens, hidden) float32 states and their (len(rows), max tokens) mask."""
+    lengths = [int(packed.offsets[i + 1] - packed.offsets[i]) for i in rows]
+    out = np.zeros((len(rows), max(lengths), packed.states.shape[1]), np.float32)
+    mask = np.zeros((len(rows), max(lengths)), np.float32)
+    for j, i in enumerate(rows):
+        out[j, :lengths[j]], mask[j, :lengths[j]] = packed[i], 1.0
+    return torch.from_numpy(out), torch.from_numpy(mask)
+
+
+def _scores(w: torch.Tensor, q: torch.Tensor, qmask: torch.Tensor, d: torch.Tensor,
+            dmask: torch.Tensor) -> torch.Tensor:
+    """MaxSim scores of every query against every document: (queries, documents)."""
+    qe = torch.nn.functional.normalize(q @ w.T, dim=-1) * qmask[..., None]
+    de = torch.nn.functional.normalize(d @ w.T, dim=-1)
+    sims = torch.einsum("bqh,mdh->bmqd", qe, de)
+    sims = sims.masked_fill(dmask[None, :, None, :] == 0, -1e4)
+    return sims.max(dim=-1).values.sum(dim=-1)
+
+
+def pca_init(states: np.ndarray, dim: int, seed: int) -> np.ndarray:
+    """The top `dim` right singular vectors of a sample of token states (dim, hidden)."""
+    rng = np.random.default_rng(seed)
+    sample = states[rng.choice(len(states), size=min(len(states), 50_000), replace=False)]
+    _, _, vt = np.linalg.svd(normalise(sample.astype(np.float32)), full_matrices=False)
+    return vt[:dim].copy()
+
+
+def rerank_cached(w: np.ndarray | None, qstates: Packed, qindex: dict[str, int], dstates: Packed,
+                  dindex: dict[str, int], run: Run, depth: int) -> Run:
+    """Rerank `run` with cached states and projection `w` (None: zero-shot); each document projected once."""
+    needed = sorted({dindex[d] for hits in run.values() for d, _ in hits[:depth]})
+    wt = None if w is None else torch.from_numpy(np.ascontiguousarray(w.T, dtype=np.float32))
+    docs: dict[int, np.ndarray] = {}
+    for b in range(0, len(needed), 256):
+        rows = needed[b:b + 256]
+        flat = torch.from_numpy(np.concatenate([dstates[i] for i in rows]).astype(np.float32))
+        emb = torch.nn.functional.normalize(flat if wt is None else flat @ wt, dim=-1).numpy()
+        cuts = np.cumsum([len(dstates[i]) for i in rows])[:-1]
+        docs.update(zip(rows, np.split(emb, cuts)))
+    out = {}
+    for qid, hits in run.items():
+        hits = hits[:depth]
+        q = qstates[qindex[qid]].astype(np.float32)
+        q = normalise(q @ w.T if w is not None else q)
+        arrays = [docs[dindex[d]] for d, _ in hits]
+        offsets = np.concatenate([[0], np.cumsum([len(x) for x in arrays])])
+        out[qid] = list(zip([d for d, _ in hits], maxsim(q, np.concatenate(arrays), offsets).tolist()))
+    return Run(out)
+
+
+def fuse(first: Run, late: Run, weight: float, depth: int) -> Run:
+    """weight * minmax(first stage) + (1 - weight) * minmax(late), over the top `depth`."""
+    return Run({q: interpolate_ranking(first[q][:depth], late[q], weight) for q in late})
+
+
+def best_weight(first: Run, late: Run, qrels: Qrels, depth: int) -> tuple[float, float]:
+    """The interpolation weight (0..0.9 by 0.05) with the best nDCG@10, and that nDCG@10."""
+    grid = [round(0.05 * i, 2) for i in range(19)]
+    scores = {w: evaluate(fuse(first, late, w, depth), qrels, ["nDCG@10"])["nDCG@10"] for w in grid}
+    weight = max(grid, key=lambda w: (scores[w], -w))
+    return weight, scores[weight]
+
+
+def _log(msg: str) -> None:
+    print(f"[train late] {msg}", file=sys.stderr, flush=True)
+
+
+def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, first_stage: Run,
+          output: str | Path, config: TrainConfig | None = None, *, cache_dir: str | Path | None = None,
+          encoder_model: str | Path | None = None, threads: int | None = None) -> dict:
+    """Train a projection on (queries, qrels) with hard negatives from `first_stage`.
+
+    `docs` maps doc id -> (title, text). Writes the checkpoint to `output` and
+    returns the training report (figures on the held-out training queries).
+    """
+    cfg = config or TrainConfig()
+    start = time.time()
+    rng = random.Random(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    encoder = TokenEncoder(encoder_model, query_length=cfg.query_length, doc_length=cfg.doc_length,
+                           markers=cfg.markers, augment=cfg.augment, threads=threads, progress=None)
+    doc_ids = list(docs)
+    dindex = {d: i for i, d in enumerate(doc_ids)}
+    contents = [f"{t} {x}" if t else x for t, x in docs.values()]
+    dstates = cached_states(encoder, contents, False, cache_dir, desc="documents")
+    qids = [q for q in queries if q in qrels and any(d in dindex for d in qrels[q])]
+    qstates = cached_states(encoder, [queries[q] for q in qids], True, cache_dir, desc="queries")
+    qindex = {q: i for i, q in enumerate(qids)}
+    order = sorted(qids, key=lambda q: random.Random(f"{cfg.seed}:{q}").random())
+    held = set(order[:int(len(order) * cfg.holdout)])
+    pairs = [(qstates, qindex[q], dindex[d], q) for q in qids if q not in held
+             for d, g in qrels[q].items() if g > 0 and d in dindex]
+    if cfg.titles:
+        titled = [i for i, (t, x) in enumerate(docs.values()) if t and x]
+        tstates = cached_states(encoder, [docs[doc_ids[i]][0] for i in titled], True, cache_dir,
+                                desc="titles")
+        bodies = cached_states(encoder, [docs[doc_ids[i]][1] for i in titled], False, cache_dir,
+                               desc="abstracts")
+        pairs += [(tstates, j, ("body", j), None) for j in range(len(titled))]
+    else:
+        bodies = None
+    negatives = {q: [dindex[d] for d, _ in first_stage.get(q, [])[:cfg.negative_depth]
+                     if qrels[q].get(d, 0) <= 0 and d in dindex] for q in qids}
+    _log(f"{len(pairs)} training pairs, {len(held)} held-out queries, cache ready in "
+         f"{time.time() - start:.0f}s")
+    w = torch.nn.Parameter(torch.from_numpy(pca_init(dstates.states, cfg.dim, cfg.seed)))
+    opt = torch.optim.Adam([w], lr=cfg.lr)
+    held_q = Queries((q, queries[q]) for q in qids if q in held)
+    held_qrels = Qrels((q, qrels[q]) for q in held_q)
+    held_run = Run({q: first_stage[q][:cfg.depth] for q in held_q if q in first_stage})
+    history, best = [], (-1.0, None, 0)
+    for epoch in range(cfg.epochs + 1):
+        if epoch:
+            rng.shuffle(pairs)
+            for b in range(0, len(pairs), cfg.batch_size):
+                loss = _step(w, pairs[b:b + cfg.batch_size], dstates, bodies, negatives, cfg, rng)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        proj = w.detach().numpy().copy()
+        late = rerank_cached(proj, qstates, qindex, dstates, dindex, held_run, cfg.depth)
+        ndcg = evaluate(late, held_qrels, ["nDCG@10"])["nDCG@10"]
+        history.append({"epoch": epoch, "heldout_ndcg10": round(ndcg, 4),
+                        "seconds": round(time.time() - start, 1)})
+        _log(f"epoch {epoch}: held-out nDCG@10 {ndcg:.4f} ({time.time() - start:.0f}s)")
+        if ndcg > best[0]:
+            best = (ndcg, proj, epoch)
+    ndcg, proj, epoch = best
+    late = rerank_cached(proj, qstates, qindex, dstates, dindex, held_run, cfg.depth)
+    weight, fused = best_weight(held_run, late, held_qrels, cfg.depth)
+    first = evaluate(held_run, held_qrels, ["nDCG@10"])["nDCG@10"]
+    info = {"config": asdict(cfg), "best_epoch": epoch, "heldout_ndcg10": round(ndcg, 4),
+            "heldout_first_stage_ndcg10": round(first, 4), "interpolate": weight,
+            "heldout_fused_ndcg10": round(fused, 4), "train_seconds": round(time.time() - start, 1),
+            "training_pairs": len(pairs), "heldout_queries": len(held), "history": history}
+    save_checkpoint(output, proj, encoder.settings(), info)
+    _log(f"best epoch {epoch}: held-out nDCG@10 {ndcg:.4f} (first stage {first:.4f}); "
+         f"interpolation weight {weight} -> {fused:.4f}; wrote {output}")
+    return info
+
+
+def _step(w: torch.nn.Parameter, batch: list, dstates: Packed, bodies: Packed | None,
+          negatives: dict[str, list[int]], cfg: TrainConfig, rng: random.Random) -> torch.Tensor:
+    """Contrastive loss of one batch: positive i against all batch documents."""
+    queries = [(src, i) for src, i, _, _ in batch]
+    docs: list[tuple[Packed, int]] = []
+    for _, _, pos, _ in batch:
+        docs.append((bodies, pos[1]) if isinstance(pos, tuple) else (dstates, pos))
+    for *_, qid in batch:
+        pool = negatives.get(qid, []) if qid else []
+        picks = rng.sample(pool, min(cfg.negatives, len(pool))) if pool else []
+        docs += [(dstates, n) for n in picks]
+    q, qmask = _pad_mixed(queries)
+    d, dmask = _pad_mixed(docs)
+    scores = _scores(w, q, qmask, d, dmask) / cfg.temperature
+    return torch.nn.functional.cross_entropy(scores, torch.arange(len(batch)))
+
+
+def _pad_mixed(items: list[tuple[Packed, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    arrays = [src[i] for src, i in items]
+    return _pad(Packed.pack(arrays, np.float32), list(range(len(arrays))))

@@ -1,0 +1,169 @@
+"""The extractive span reader: p(y | z, x) over the spans of one passage.
+
+A BERT-style encoder with a start/end head scores every passage token; a
+span (s, e) scores start[s] + end[e], "no answer" scores start[CLS] +
+end[CLS] (the lowest over a passage's windows, as in SQuAD 2.0 practice).
+One softmax over the no-answer option and every span of at most
+`max_answer_tokens` tokens in every window gives p(span | z, x).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from retrieval.errors import InputError  # noqa: E402
+from retrieval.qa.features import MAX_LENGTH, STRIDE, Window, make_windows  # noqa: E402
+from retrieval.qa.metrics import normalize_answer  # noqa: E402
+
+MAX_ANSWER_TOKENS = 30
+TOP_SPANS = 20
+DEFAULT_READER = Path(__file__).resolve().parents[2] / "models" / "reader"
+
+
+@dataclass(frozen=True)
+class Span:
+    """A candidate answer in one passage: text, character offsets, p(span | z, x)."""
+
+    text: str
+    start: int
+    end: int
+    prob: float
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The reader's distribution over one passage: no-answer mass and the top spans."""
+
+    null_prob: float
+    spans: tuple[Span, ...]
+
+    def answers(self, answerable: bool = False) -> dict[str, tuple[float, Span]]:
+        """Normalised answer string -> (p(y | z, x), its most probable span).
+
+        With `answerable`, probabilities are conditioned on the passage holding
+        an answer (divided by 1 - p(no answer)).
+        """
+        scale = 1.0 / max(1.0 - self.null_prob, 1e-12) if answerable else 1.0
+        out: dict[str, tuple[float, Span]] = {}
+        for span in self.spans:
+            key = normalize_answer(span.text)
+            if not key:
+                continue
+            prob, best = out.get(key, (0.0, span))
+            out[key] = (prob + span.prob * scale, best)
+        return out
+
+
+def _logsumexp(x: np.ndarray) -> float:
+    m = float(np.max(x))
+    return m + float(np.log(np.sum(np.exp(x - m))))
+
+
+def span_distribution(context: str, windows: Sequence[Window], starts: Sequence[np.ndarray],
+                      ends: Sequence[np.ndarray], max_answer_tokens: int = MAX_ANSWER_TOKENS,
+                      top: int = TOP_SPANS) -> Reading:
+    """Softmax over no-answer and all spans of all windows of one passage."""
+    null = min(float(s[0] + e[0]) for s, e in zip(starts, ends))
+    best: dict[tuple[int, int], float] = {}
+    scores = [np.array([null])]
+    for window, start, end in zip(windows, starts, ends):
+        ctx = np.array(window.context_tokens, dtype=np.int64)
+        if not len(ctx):
+            continue
+        m = start[ctx][:, None] + end[ctx][None, :]
+        offs = np.arange(len(ctx))
+        band = (offs[None, :] >= offs[:, None]) & (offs[None, :] - offs[:, None] < max_answer_tokens)
+        valid = m[band]
+        scores.append(valid)
+        rows, cols = np.nonzero(band)
+        for i in np.argsort(-valid, kind="stable")[:top]:
+            s, e = window.offsets[ctx[rows[i]]][0], window.offsets[ctx[cols[i]]][1]
+            best[(s, e)] = max(best.get((s, e), -np.inf), float(valid[i]))
+    z = _logsumexp(np.concatenate(scores))
+    spans = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return Reading(float(np.exp(null - z)),
+                   tuple(Span(context[s:e], s, e, float(np.exp(sc - z))) for (s, e), sc in spans))
+
+
+def load_reader_model(path: str | Path | None = None):
+    """(model, tokenizer) from a local reader checkpoint directory (fp16 weights -> fp32)."""
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    path = Path(path) if path else DEFAULT_READER
+    if not (path / "config.json").is_file():
+        raise InputError("no reader checkpoint here (config.json missing); train one with"
+                         " `retrieval train reader`", path)
+    model = AutoModelForQuestionAnswering.from_pretrained(path, local_files_only=True,
+                                                          dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return model, tokenizer
+
+
+class SpanReader:
+    """Read passages for a question: one `Reading` per passage.
+
+    `bf16` runs the encoder under bf16 autocast (needs CPU bf16 instructions).
+    """
+
+    def __init__(self, model: str | Path | None = None, *, max_length: int = MAX_LENGTH,
+                 stride: int = STRIDE, max_answer_tokens: int = MAX_ANSWER_TOKENS,
+                 batch_size: int = 32, bf16: bool = False, threads: int | None = None):
+        self.model, self.tokenizer = load_reader_model(model)
+        self.max_length, self.stride = max_length, stride
+        self.max_answer_tokens = max_answer_tokens
+        self.batch_size, self.bf16 = batch_size, bf16
+        if threads:
+            torch.set_num_threads(threads)
+
+    @torch.inference_mode()
+    def logits(self, windows: Sequence[Window]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(start, end) logits per window, float32, unpadded."""
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        pad = self.tokenizer.pad_token_id or 0
+        for b in range(0, len(windows), self.batch_size):
+            batch = windows[b:b + self.batch_size]
+            width = -(-max(len(w.input_ids) for w in batch) // 32) * 32  # few shapes: kernel reuse
+            ids = torch.full((len(batch), width), pad, dtype=torch.long)
+            types = torch.zeros_like(ids)
+            mask = torch.zeros_like(ids)
+            for i, w in enumerate(batch):
+                n = len(w.input_ids)
+                ids[i, :n] = torch.tensor(w.input_ids)
+                types[i, :n] = torch.tensor(w.token_type_ids)
+                mask[i, :n] = 1
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+                res = self.model(input_ids=ids, token_type_ids=types, attention_mask=mask)
+            s, e = res.start_logits.float().numpy(), res.end_logits.float().numpy()
+            out.extend((s[i, :len(w.input_ids)], e[i, :len(w.input_ids)])
+                       for i, w in enumerate(batch))
+        return out
+
+    def read(self, questions: Sequence[str], contexts: Sequence[str]) -> list[Reading]:
+        """The reader's distribution for each (question, context) pair."""
+        if not contexts:
+            return []
+        windows = make_windows(self.tokenizer, questions, contexts, max_length=self.max_length,
+                               stride=self.stride)
+        logits = self.logits(windows)
+        by_pair: dict[int, list[int]] = {}
+        for i, w in enumerate(windows):
+            by_pair.setdefault(w.pair, []).append(i)
+        out = []
+        for p, context in enumerate(contexts):
+            idx = by_pair.get(p, [])
+            out.append(span_distribution(context, [windows[i] for i in idx],
+                                         [logits[i][0] for i in idx], [logits[i][1] for i in idx],
+                                         self.max_answer_tokens))
+        return out

@@ -1,0 +1,406 @@
+"""Crash safety and integrity: SIGKILL writes at many points; corrupt files are named on open.
+
+A driver process (`python -c DRIVER kind`) imports the package once, then for
+each kill point forks a child that runs the write (index build, dense part,
+late part, run file, JSON), SIGKILLs it after a delay spread over the
+measured duration of a complete write, and inspects what is on disk. Allowed:
+the previous complete data, the new complete data, or a clear InputError (for
+"no index here"); never a load that succeeds on partial data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retrieval import storage
+from retrieval.errors import InputError
+from retrieval.index import Index, build_index
+from retrieval.types import Document
+
+KILL_POINTS = int(os.environ.get("RELIABILITY_KILL_POINTS", "20"))
+
+DRIVER = r'''
+import json, os, random, shutil, signal, sys, time
+from pathlib import Path
+
+kind, root, points = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+from retrieval import storage
+from retrieval.errors import InputError
+from retrieval.index import Index, build_index
+from retrieval.types import Document, Run
+
+
+def corpus(n, seed):
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(3000)] + "cat dog garden retrieval".split()
+    return [Document(f"d{seed}-{i:05d}", "", " ".join(rng.choice(words) for _ in range(60)))
+            for i in range(n)]
+
+
+def run_child(work):
+    """Fork a child running work(); returns its pid."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            work()
+            os._exit(0)
+        except BaseException as e:  # report, never continue the parent's loop in the child
+            print("child failed:", repr(e), file=sys.stderr)
+            os._exit(3)
+    return pid
+
+
+def timed(work):
+    start = time.perf_counter()
+    pid = run_child(work)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0, "a complete write failed"
+    return time.perf_counter() - start
+
+
+def killed(work, delay):
+    """Run work() in a child and SIGKILL it after delay seconds; whether it finished first."""
+    pid = run_child(work)
+    time.sleep(delay)
+    done, status = os.waitpid(pid, os.WNOHANG)
+    os.kill(pid, signal.SIGKILL) if not done else None
+    if not done:
+        _, status = os.waitpid(pid, 0)
+    return bool(done) and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def open_index(path, expect_parts=()):
+    """'docs=N' after a full open + verify + load of every part, or 'InputError: ...'."""
+    try:
+        index = Index.open(path)
+        n = index.num_docs
+        assert len(index.docstore) == n
+        index.inverted  # loads the postings
+        parts = sorted(index.parts)
+        if "dense" in index.parts:
+            from retrieval.dense.faiss_index import load_dense_part
+            faiss_index, ids, _ = load_dense_part(path)
+            assert faiss_index.ntotal == len(ids) == n
+        if "late" in index.parts:
+            from retrieval.late import LateStore
+            LateStore(index)
+        return f"docs={n} parts={','.join(parts)} created={index.manifest['created']}"
+    except InputError as e:
+        return f"InputError: {e}"
+
+
+results = []
+if kind in ("inverted", "inverted-fresh"):
+    old, new = corpus(300, 1), corpus(4000, 2)
+    target, pristine = root / "idx", root / "pristine"
+    build_index(old, pristine, progress=False)
+    work = lambda: build_index(new, target, progress=False)
+    duration = timed(work)
+    shutil.rmtree(target)
+    for i in range(points):
+        delay = duration * 1.1 * (i + 0.5) / points
+        if kind == "inverted":
+            shutil.copytree(pristine, target)
+        finished = killed(work, delay)
+        results.append({"delay": delay, "finished": finished, "state": open_index(target)})
+        shutil.rmtree(target, ignore_errors=True)
+    results.append({"old": open_index(pristine)})
+elif kind in ("dense", "late", "dense-replace"):
+    docs = [Document(f"d{i:02d}", "", f"short document number {i} about cats and gardens")
+            for i in range(20)]
+    base = root / "base"
+    build_index(docs, base, progress=False)
+    if kind.startswith("dense"):
+        from retrieval.dense.encoder import Encoder
+        from retrieval.dense.faiss_index import add_dense
+        model = Encoder()
+        work = lambda: add_dense(base.parent / "idx", encoder=model)
+        if kind == "dense-replace":  # the previous index already has a dense part (built in a child)
+            timed(lambda: add_dense(base, encoder=model, index_type="hnsw"))
+    else:
+        from retrieval.late import LateModel, build_late
+        model = LateModel()
+        work = lambda: build_late(base.parent / "idx", model=model, progress=False)
+    target = root / "idx"
+    shutil.copytree(base, target)
+    duration = timed(work)
+    complete = open_index(target)
+    shutil.rmtree(target)
+    for i in range(points):
+        delay = duration * 1.1 * (i + 0.5) / points
+        shutil.copytree(base, target)
+        finished = killed(work, delay)
+        results.append({"delay": delay, "finished": finished, "state": open_index(target)})
+        shutil.rmtree(target, ignore_errors=True)
+    results.append({"complete": complete, "base": open_index(base)})
+elif kind in ("run", "json"):
+    from retrieval.formats import read_run, write_run
+    rng = random.Random(0)
+    big = Run({str(q): [(f"doc{rng.randrange(10**6)}-{r}", rng.random() * 10) for r in range(1000)]
+               for q in range(300)})
+    small = Run({"1": [("a", 1.0)]})
+    target = root / ("run.txt" if kind == "run" else "results.json")
+    if kind == "run":
+        write_run(small, target)
+        old = target.read_bytes()
+        work = lambda: write_run(big, target)
+    else:
+        storage.write_json_atomic(target, {"old": True})
+        old = target.read_bytes()
+        payload = {q: dict(r) for q, r in list(big.items())[:60]}
+        work = lambda: storage.write_json_atomic(target, payload)
+    duration = timed(work)
+    new = target.read_bytes()
+    for i in range(points):
+        delay = duration * 1.1 * (i + 0.5) / points
+        target.write_bytes(old)
+        finished = killed(work, delay)
+        data = target.read_bytes() if target.exists() else None
+        state = "old" if data == old else "new" if data == new else "absent" if data is None else "partial"
+        results.append({"delay": delay, "finished": finished, "state": state})
+    results.append({"new_bytes": len(new)})
+results.append({"duration": duration, "leftovers": sorted(p.name for p in root.iterdir())})
+print(json.dumps(results))
+'''
+
+
+def drive(kind: str, root: Path, points: int = KILL_POINTS, timeout: float = 300) -> tuple[list, dict]:
+    """Run the driver; (per kill point results, summary entries)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    proc = subprocess.run([sys.executable, "-c", DRIVER, kind, str(root), str(points)], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    summary: dict = {}
+    for entry in results[points:]:
+        summary.update(entry)
+    return results[:points], summary
+
+
+def _killed_mid_build(points: list) -> int:
+    return sum(not p["finished"] for p in points)
+
+
+@pytest.mark.parametrize("kind", ["inverted", "inverted-fresh"])
+def test_killed_index_build_never_loads_partial_data(kind, tmp_path):
+    points, summary = drive(kind, tmp_path)
+    old = summary["old"]
+    assert old.startswith("docs=300 ")
+    assert _killed_mid_build(points) >= len(points) // 2  # kills really landed during the build
+    for p in points:
+        state = p["state"]
+        if state.startswith("InputError"):
+            assert "no index here" in state or "not an index" in state, p
+            assert kind == "inverted-fresh" or not p["finished"], p
+        elif state.startswith("docs=4000 "):
+            pass  # the new index, complete and verified
+        else:
+            assert kind == "inverted" and state == old and not p["finished"], p
+    if kind == "inverted":  # with a previous index, a kill must leave it in place
+        assert all(not p["state"].startswith("InputError") for p in points
+                   if p["delay"] < 0.8 * summary["duration"]), points
+
+
+@pytest.mark.parametrize("kind", ["dense", "late", "dense-replace"])
+def test_killed_part_build_never_loads_partial_data(kind, tmp_path):
+    """A killed part build leaves the index as it was, or complete, or (replacing a part) without
+    that part; it always opens and verifies, and never loads a half-written part."""
+    points, summary = drive(kind, tmp_path)
+    complete, base = summary["complete"], summary["base"]
+    part = kind.split("-")[0]
+    assert f"parts={part},inverted" in complete or f"parts=inverted,{part}" in complete, complete
+    assert base.startswith("docs=20 parts=dense,inverted " if kind == "dense-replace" else
+                           "docs=20 parts=inverted ")
+    for p in points:
+        state = p["state"]
+        allowed = {base.split(" created")[0], complete.split(" created")[0]}
+        if kind == "dense-replace":  # killed after the old part was dropped, before the new was recorded
+            allowed.add("docs=20 parts=inverted")
+        assert state.split(" created")[0] in allowed, p
+
+
+@pytest.mark.parametrize("kind", ["run", "json"])
+def test_killed_file_write_leaves_old_or_new_file(kind, tmp_path):
+    points, summary = drive(kind, tmp_path)
+    assert summary["new_bytes"] > 1_000_000
+    assert {p["state"] for p in points} <= {"old", "new"}, points
+    assert any(p["state"] == "old" for p in points)
+
+
+# ---------------------------------------------------------------- integrity
+
+
+def _refuse(what: str):
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{what} called: data must never be unpickled")
+    return refuse
+
+
+def no_unpickling(mp: pytest.MonkeyPatch) -> None:
+    """Make every way of unpickling fail loudly (pickle, numpy with allow_pickle, torch.load)."""
+    import pickle
+
+    import torch
+
+    for name in ("load", "loads"):
+        mp.setattr(pickle, name, _refuse(f"pickle.{name}"))
+    real_np_load, real_torch_load = np.load, torch.load
+
+    def np_load(*args, **kwargs):
+        if kwargs.get("allow_pickle", False):
+            raise AssertionError("numpy.load(allow_pickle=True) called")
+        return real_np_load(*args, **kwargs)
+
+    def torch_load(*args, **kwargs):
+        if kwargs.get("weights_only") is not True:
+            raise AssertionError("torch.load without weights_only=True called")
+        return real_torch_load(*args, **kwargs)
+
+    mp.setattr(np, "load", np_load)
+    mp.setattr(torch, "load", torch_load)
+
+
+@pytest.fixture(scope="module")
+def full_index(tmp_path_factory) -> Path:
+    """A small index with inverted, dense and late parts, built with unpickling disabled."""
+    from retrieval.dense.faiss_index import add_dense
+    from retrieval.late import build_late
+
+    path = tmp_path_factory.mktemp("full") / "idx"
+    docs = [Document(f"d{i:02d}", f"title {i}", f"document {i} about cats, dogs and gardens {i * i}")
+            for i in range(30)]
+    with pytest.MonkeyPatch.context() as mp:
+        no_unpickling(mp)
+        build_index(docs, path, progress=False)
+        add_dense(path)
+        build_late(path, progress=False)
+    return path
+
+
+def test_nothing_is_unpickled_when_loading_and_searching(full_index, monkeypatch):
+    from retrieval.dense import DenseRetriever
+    from retrieval.late import LateReranker
+    from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
+
+    no_unpickling(monkeypatch)
+    index = Index.open(full_index)
+    queries = {"1": "cats and dogs", "2": "gardens"}
+    for ranker in (BM25(index), QueryLikelihood(index), RM3(BM25(index)), DenseRetriever(index)):
+        run = ranker(queries)
+        assert all(len(run[q]) > 0 for q in queries)
+    reranked = LateReranker(index)(queries, BM25(index)(queries))
+    assert all(len(reranked[q]) > 0 for q in queries)
+
+
+def test_no_module_can_unpickle():
+    """Static check: no pickle/marshal/shelve/joblib, np.load only with allow_pickle=False,
+    torch.load only with weights_only=True, anywhere in retrieval/."""
+    import ast
+
+    package = Path(__file__).resolve().parents[1] / "retrieval"
+    problems = []
+    for file in sorted(package.rglob("*.py")):
+        tree = ast.parse(file.read_text(), str(file))
+        for node in ast.walk(tree):
+            where = f"{file.relative_to(package.parent)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+                if any(n.split(".")[0] in ("pickle", "cPickle", "dill", "joblib", "shelve", "marshal",
+                                           "cloudpickle") for n in names):
+                    problems.append(f"{where}: imports an unpickler")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                kw = {k.arg: k.value for k in node.keywords}
+                owner = ast.unparse(node.func.value)
+                if node.func.attr == "load" and owner in ("np", "numpy"):
+                    value = kw.get("allow_pickle")
+                    if not (isinstance(value, ast.Constant) and value.value is False):
+                        problems.append(f"{where}: np.load without allow_pickle=False")
+                if node.func.attr == "load" and owner == "torch":
+                    value = kw.get("weights_only")
+                    if not (isinstance(value, ast.Constant) and value.value is True):
+                        problems.append(f"{where}: torch.load without weights_only=True")
+                if node.func.attr in ("read_pickle", "from_pickle"):
+                    problems.append(f"{where}: {node.func.attr}")
+    assert not problems, problems
+
+
+def _stored_files(path: Path) -> list[str]:
+    return sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file())
+
+
+def test_every_stored_file_is_checksummed(full_index):
+    manifest = storage.read_manifest(full_index)
+    listed = set(manifest["files"])
+    for part in manifest["parts"].values():
+        listed |= set(part["files"])
+    stored = set(_stored_files(full_index)) - {storage.MANIFEST}
+    assert stored == listed
+    assert {"docs.sqlite", "docids.npy", "dense/faiss.index", "dense/doc_ids.npy"} <= stored
+    assert any(f.startswith("inverted/") for f in stored) and any(f.startswith("late/") for f in stored)
+    Index.open(full_index)  # and they verify
+
+
+def _damage(path: Path, how: str) -> None:
+    data = bytearray(path.read_bytes())
+    if how == "truncate":
+        path.write_bytes(bytes(data[: len(data) // 2]))
+    else:
+        data[len(data) // 2] ^= 0x01
+        path.write_bytes(bytes(data))
+
+
+def _loaders(path: Path, rel: str):
+    """What must refuse a damaged file: Index.open, plus the part's own loader."""
+    yield lambda: Index.open(path)
+    if rel.startswith("dense/"):
+        from retrieval.dense.faiss_index import load_dense_part
+
+        yield lambda: load_dense_part(path)
+
+
+@pytest.mark.parametrize("how", ["truncate", "flip"])
+def test_damaged_file_is_named_on_open(full_index, tmp_path, how):
+    import shutil
+
+    names = [f for f in _stored_files(full_index) if f != storage.MANIFEST]
+    for rel in names:
+        copy = tmp_path / f"{how}-{rel.replace('/', '_')}"
+        shutil.copytree(full_index, copy)
+        _damage(copy / rel, how)
+        for load in _loaders(copy, rel):
+            with pytest.raises(InputError) as e:
+                load()
+            assert e.value.path == str(copy / rel), (rel, str(e.value))
+        shutil.rmtree(copy)
+
+
+def test_damaged_manifest_is_an_input_error(full_index, tmp_path):
+    import shutil
+
+    copy = tmp_path / "idx"
+    shutil.copytree(full_index, copy)
+    for data in (b"", b"{", b"[]", b'{"format_version": 99}', b"\xff\xfe"):
+        (copy / storage.MANIFEST).write_bytes(data)
+        with pytest.raises(InputError) as e:
+            Index.open(copy)
+        assert str(copy) in str(e.value)
+    (copy / storage.MANIFEST).unlink()
+    with pytest.raises(InputError, match="not an index"):
+        Index.open(copy)
+    with pytest.raises(InputError, match="no index here"):
+        Index.open(tmp_path / "nowhere")
+
+
+def test_damaged_array_is_refused_by_load_array_even_without_verify(tmp_path):
+    storage.save_array(tmp_path / "a.npy", np.arange(1000))
+    _damage(tmp_path / "a.npy", "truncate")
+    with pytest.raises(InputError) as e:
+        storage.load_array(tmp_path / "a.npy")
+    assert e.value.path == str(tmp_path / "a.npy")
