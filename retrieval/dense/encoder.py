@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +131,22 @@ def pool(hidden: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
     summed = (hidden * m).sum(axis=1)
     counts = np.clip(m.sum(axis=1), 1e-9, None)
     return summed / (np.sqrt(counts) if mode == "mean_sqrt_len" else counts)
+
+
+def padded_batches(ids: Sequence[Sequence[int]], batch_size: int,
+                   pad: int) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
+    """(row numbers, padded token ids, attention mask) per batch, longest texts first, so
+    texts of similar length share a batch and little compute goes to padding."""
+    order = sorted(range(len(ids)), key=lambda i: (-len(ids[i]), i))
+    for start in range(0, len(order), batch_size):
+        rows = order[start:start + batch_size]
+        width = max(len(ids[i]) for i in rows)
+        batch = np.full((len(rows), width), pad, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for j, i in enumerate(rows):
+            batch[j, :len(ids[i])] = ids[i]
+            mask[j, :len(ids[i])] = 1
+        yield rows, batch, mask
 
 
 def cpu_has_bf16() -> bool:
@@ -329,18 +345,9 @@ class Encoder:
             return out
         torch.set_num_threads(self.threads)
         ids = self.tokenize(texts)
-        order = sorted(range(len(ids)), key=lambda i: (-len(ids[i]), i))
-        pad = self.tokenizer.pad_token_id or 0
         bar = tqdm(total=len(texts), desc=desc, unit="text",
                    disable=None if self.progress is None else not self.progress)
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start:start + self.batch_size]
-            width = max(len(ids[i]) for i in rows)
-            batch = np.full((len(rows), width), pad, dtype=np.int64)
-            mask = np.zeros((len(rows), width), dtype=np.int64)
-            for j, i in enumerate(rows):
-                batch[j, :len(ids[i])] = ids[i]
-                mask[j, :len(ids[i])] = 1
+        for rows, batch, mask in padded_batches(ids, self.batch_size, self.tokenizer.pad_token_id or 0):
             out[rows] = pool(self._forward(batch, mask), mask, self.pooling)
             bar.update(len(rows))
         bar.close()

@@ -21,7 +21,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
-from retrieval.dense.encoder import cpu_has_bf16, model_checksum, resolve_model_dir  # noqa: E402
+from retrieval.dense.encoder import (  # noqa: E402
+    cpu_has_bf16,
+    model_checksum,
+    padded_batches,
+    resolve_model_dir,
+)
 from retrieval.errors import InputError  # noqa: E402
 
 Q_MARKER, D_MARKER = "[unused0]", "[unused1]"
@@ -92,17 +97,9 @@ class TokenEncoder:
             torch.set_num_threads(self.threads)
         ids = self._ids(texts, is_query)
         out: list[np.ndarray] = [np.zeros((0, self.dim), np.float32)] * len(ids)
-        order = sorted(range(len(ids)), key=lambda i: (-len(ids[i]), i))
-        pad = self.tokenizer.pad_token_id or 0
         bar = tqdm(total=len(ids), desc=desc, unit="text",
                    disable=None if self.progress is None else not self.progress)
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start:start + self.batch_size]
-            width = max(len(ids[i]) for i in rows)
-            batch = np.full((len(rows), width), pad, dtype=np.int64)
-            mask = np.zeros((len(rows), width), dtype=np.int64)
-            for j, i in enumerate(rows):
-                batch[j, :len(ids[i])], mask[j, :len(ids[i])] = ids[i], 1
+        for rows, batch, mask in padded_batches(ids, self.batch_size, self.tokenizer.pad_token_id or 0):
             states = self._forward(batch, mask)
             for j, i in enumerate(rows):
                 keep = np.arange(len(ids[i]))
