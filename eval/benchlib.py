@@ -1,0 +1,55 @@
+"""Shared by the eval/ scripts: which machine ran them, and publishing their table."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (or what platform knows)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def ram() -> str:
+    """Total memory, e.g. "24 GiB RAM" ("" when unknown)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return f"{int(line.split()[1]) / 2**20:.0f} GiB RAM"
+    except (OSError, ValueError, IndexError):
+        pass
+    return ""
+
+
+def versions(*distributions: str) -> str:
+    """"name version" for each installed distribution ("name not installed" otherwise)."""
+    def one(name: str) -> str:
+        try:
+            return f"{name} {version(name)}"
+        except PackageNotFoundError:
+            return f"{name} not installed"
+    return ", ".join(one(name) for name in distributions)
+
+
+def machine_line(*distributions: str) -> str:
+    """Cores, CPU, memory, Python and the versions of the libraries a benchmark compares."""
+    hardware = ", ".join(x for x in (f"{len(os.sched_getaffinity(0))} cores", cpu_model(), ram()) if x)
+    return f"{hardware}; Python {platform.python_version()}, " + versions(*distributions)
+
+
+def publish(path: Path, text: str) -> None:
+    """Print a result table and write the same text to eval/results/."""
+    print(text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    sys.stdout.flush()
