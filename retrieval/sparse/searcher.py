@@ -2,7 +2,7 @@
 
 One query: gather its terms' postings and `bincount` them into per-document
 sums. A batch: one sparse product (queries x terms) @ (terms x docs) per
-chunk of queries, then a row-wise partial sort. Either way the top k is
+chunk of queries, then one vectorised partial sort of all rows (top_k_rows). Either way the top k is
 ordered by score, ties broken by docno ascending (= doc id ascending: the
 index numbers documents in doc id order), so results never depend on chance.
 """
@@ -93,27 +93,7 @@ class ImpactSearcher:
         terms = [t for q in queries for t, _ in q]
         weights = [w for q in queries for _, w in q]
         matrix = sp.csr_matrix((weights, (rows, terms)), shape=(len(queries), self.index.num_terms))
-        scores = (matrix @ self.matrix).toarray()
-        n = scores.shape[1]
-        if k < n:
-            candidates = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        else:
-            candidates = np.broadcast_to(np.arange(n), scores.shape)
-        return [self._top_of_row(row, cand, k) for row, cand in zip(scores, candidates)]
-
-    @staticmethod
-    def _top_of_row(row: np.ndarray, cand: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Order a row's partial-sort candidates, pulling in all ties at the cut."""
-        top = row[cand]
-        kth = top.min(initial=np.inf)
-        if kth <= 0.0:  # fewer than k matching documents: keep the matching ones
-            keep = top > 0.0
-            cand, top = cand[keep], top[keep]
-        elif np.count_nonzero(row == kth) > np.count_nonzero(top == kth):
-            cand = np.flatnonzero(row >= kth)  # the partition split a tie: let docno decide
-            top = row[cand]
-        order = np.lexsort((cand, -top))[:k]
-        return cand[order], top[order]
+        return top_k_rows((matrix @ self.matrix).toarray(), k)
 
     def search(self, query: WeightedQuery, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top k documents over the whole index."""
@@ -128,3 +108,49 @@ class ImpactSearcher:
             hit = matched[pos] == docs
             out[hit] = scores[pos[hit]]
         return out
+
+
+def top_k_rows(scores: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per row of non-negative scores, the k best positive (column, score), ties by column.
+
+    Vectorised over all rows: each score becomes one int64 key holding its
+    high bits (inverted, so ascending keys = descending scores) and its column,
+    so a partition and a sort of the keys give the exact order. Rows where the
+    dropped low bits could matter (different scores, equal high bits) are redone exactly.
+    """
+    rows, n = scores.shape
+    shift = max(1, (n - 1).bit_length())
+    keys = scores.view(np.int64) >> shift  # non-negative floats: bit patterns sort like values
+    np.subtract(np.int64((1 << (63 - shift)) - 1), keys, out=keys)
+    np.left_shift(keys, shift, out=keys)
+    np.bitwise_or(keys, np.arange(n, dtype=np.int64), out=keys)  # in place: big fresh arrays are slow
+    straddles = np.zeros(rows, dtype=bool)
+    if k < n:
+        keys.partition(k - 1, axis=1)
+        rest = np.right_shift(keys[:, k:], shift, out=keys[:, k:])
+        straddles = np.any(rest == (keys[:, k - 1:k] >> shift), axis=1)
+        keys = keys[:, :k]
+    keys = np.sort(keys, axis=1)
+    columns = keys & np.int64((1 << shift) - 1)
+    top = np.take_along_axis(scores, columns, 1)
+    high = keys >> shift
+    inexact = np.any((high[:, 1:] == high[:, :-1]) & (top[:, 1:] != top[:, :-1]), axis=1)
+    for r in np.flatnonzero(straddles & ~inexact):
+        inexact[r] = _differs_at_cut(scores[r], top[r, -1], shift)
+    positive = np.count_nonzero(top > 0.0, axis=1)
+    return [_exact_top_k(scores[r], k) if inexact[r] else (columns[r, :positive[r]], top[r, :positive[r]])
+            for r in range(rows)]
+
+
+def _differs_at_cut(row: np.ndarray, kth: float, shift: int) -> bool:
+    """Whether scores sharing the k-th score's high bits are not all equal to it."""
+    high = row.view(np.int64) >> shift
+    group = row[high == (np.float64(kth).view(np.int64) >> shift)]
+    return bool(np.any(group != kth))
+
+
+def _exact_top_k(row: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The slow, obviously right top k of one row (positive scores only)."""
+    columns = np.flatnonzero(row > 0.0)
+    order = np.lexsort((columns, -row[columns]))[:k]
+    return columns[order], row[columns[order]]
