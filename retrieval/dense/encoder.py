@@ -13,18 +13,22 @@ quantisation), `onnx` (ONNX Runtime, fused graph, fp32) and `onnx-int8` (ONNX
 Runtime dynamic int8). ONNX graphs are exported from the local weights into a
 cache directory; nothing is ever fetched from a hub.
 
-The default is `onnx`: the same fp32 arithmetic (embeddings equal fp32 torch
-to ~1e-6, SciFact nDCG@10 0.6451) at about 3x the speed of torch /
-sentence-transformers on CPU. `onnx-int8` is faster still but moved SciFact
-nDCG@10 by +0.007 (more than the 0.005 we allow either way); `int8` (torch)
-and `bf16` were slower or less faithful here (eval/results/dense.md).
+The default is `bf16` on CPUs with bf16 instructions (AVX512-BF16 or AMX):
+matmul weights cast to bf16 once, LayerNorm/softmax kept in fp32 by
+autocast, batches encoded side by side on one thread each. On SciFact it is
+~3x sentence-transformers' docs/s and moves nDCG@10 by +0.0005. Elsewhere the
+default is `onnx`, the same fp32 arithmetic as torch (embeddings equal to
+~1e-6). `onnx-int8` moved SciFact nDCG@10 by +0.007 (more than the 0.005 we
+allow either way); see eval/results/dense.md.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +44,6 @@ from retrieval.storage import sha256_file  # noqa: E402
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 PRECISIONS = ("fp32", "bf16", "int8", "onnx", "onnx-int8")
-DEFAULT_PRECISION = "onnx"  # exact fp32 graph; see eval/results/dense.md
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 POOLING_MODES = ("cls", "mean", "max", "mean_sqrt_len")
 
@@ -149,6 +152,18 @@ def padded_batches(ids: Sequence[Sequence[int]], batch_size: int,
         yield rows, batch, mask
 
 
+def run_bounded(fn: Callable[[Any], None], items: Iterable[Any], threads: int) -> None:
+    """fn(item) for every item in `threads` threads, holding few items at a time."""
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        pending: deque[Future] = deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) > 2 * threads:
+                pending.popleft().result()
+        for future in pending:
+            future.result()
+
+
 def cpu_has_bf16() -> bool:
     """Whether the CPU has bf16 instructions (AVX512-BF16 or AMX)."""
     try:
@@ -156,6 +171,11 @@ def cpu_has_bf16() -> bool:
     except OSError:
         return False
     return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+# bf16 where the CPU has bf16 instructions (~3x sentence-transformers at +0.0005 SciFact
+# nDCG@10), else ONNX Runtime's exact fp32 graph; see eval/results/dense.md.
+DEFAULT_PRECISION = "bf16" if cpu_has_bf16() else "onnx"
 
 
 def default_threads() -> int:
@@ -274,7 +294,7 @@ class Encoder:
     """
 
     def __init__(self, model: str | Path | None = None, *, precision: str = DEFAULT_PRECISION,
-                 max_length: int | None = None, batch_size: int = 32, threads: int | None = None,
+                 max_length: int | None = None, batch_size: int = 16, threads: int | None = None,
                  pooling: str | None = None, normalize: bool | None = None,
                  progress: bool | None = None, cache_dir: str | Path | None = None):
         if precision not in PRECISIONS:
@@ -297,18 +317,19 @@ class Encoder:
         self.batch_size = batch_size
         self.threads = threads or default_threads()
         self.progress = progress
-        torch.set_num_threads(self.threads)
         from transformers import AutoConfig, AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir, local_files_only=True)
         self.dim = int(AutoConfig.from_pretrained(self.model_dir, local_files_only=True)
                        .hidden_size)
+        self._side_by_side = self.threads  # batches encoded at once (torch: one thread each)
         self._forward = self._load_backend(cache_dir)
 
     def _load_backend(self, cache_dir: str | Path | None):
         if self.precision.startswith("onnx"):
             path = onnx_model(self.model_dir, self.checksum,
                               quantize=self.precision == "onnx-int8", cache_dir=cache_dir)
+            self._side_by_side = 1  # ONNX Runtime splits each batch over its own threads
             return onnx_forward(path, self.threads)
         from transformers import AutoModel
 
@@ -317,6 +338,10 @@ class Encoder:
             model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear},
                                                            dtype=torch.qint8)
         autocast = self.precision == "bf16"
+        if autocast:  # cast the matmul weights once, not on every call (autocast's cache is per call)
+            for module in model.modules():
+                if isinstance(module, torch.nn.Linear):
+                    module.to(torch.bfloat16)
 
         @torch.inference_mode()
         def forward(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -343,13 +368,23 @@ class Encoder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        torch.set_num_threads(self.threads)
         ids = self.tokenize(texts)
         bar = tqdm(total=len(texts), desc=desc, unit="text",
                    disable=None if self.progress is None else not self.progress)
-        for rows, batch, mask in padded_batches(ids, self.batch_size, self.tokenizer.pad_token_id or 0):
+
+        def encode_batch(rows: list[int], batch: np.ndarray, mask: np.ndarray) -> None:
             out[rows] = pool(self._forward(batch, mask), mask, self.pooling)
             bar.update(len(rows))
+
+        # torch: batches run side by side, one thread each, which is faster on CPU than
+        # splitting every (small) matrix product over threads; the arithmetic is the same.
+        previous = torch.get_num_threads()
+        torch.set_num_threads(max(1, self.threads // self._side_by_side))
+        try:
+            batches = padded_batches(ids, self.batch_size, self.tokenizer.pad_token_id or 0)
+            run_bounded(lambda b: encode_batch(*b), batches, self._side_by_side)
+        finally:
+            torch.set_num_threads(previous)
         bar.close()
         if self.normalize:
             out /= np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)

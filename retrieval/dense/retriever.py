@@ -8,7 +8,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from retrieval.dense.encoder import Encoder
+from retrieval.dense.encoder import Encoder, cpu_has_bf16
 from retrieval.dense.faiss_index import configure_search, load_dense_part
 from retrieval.errors import InputError
 from retrieval.types import Queries, Run
@@ -17,6 +17,12 @@ from retrieval.types import Queries, Run
 def _index_dir(index: Any) -> Path:
     """An index directory from a path or an Index handle (anything with `.path`)."""
     return Path(getattr(index, "path", index))
+
+
+def query_precision(entry: dict) -> str:
+    """The index's encoder precision, or ONNX's fp32 graph where this CPU lacks bf16."""
+    precision = entry.get("precision", "fp32")
+    return "onnx" if precision == "bf16" and not cpu_has_bf16() else precision
 
 
 class DenseRetriever:
@@ -39,7 +45,7 @@ class DenseRetriever:
             self.encoder = model
         else:
             self.encoder = Encoder(model if model is not None else self.entry["model"],
-                                   precision=precision or self.entry.get("precision", "fp32"),
+                                   precision=precision or query_precision(self.entry),
                                    max_length=self.entry.get("max_length"), threads=threads,
                                    pooling=self.entry.get("pooling"),
                                    normalize=self.entry.get("normalize"), batch_size=batch_size)
