@@ -215,3 +215,13 @@ def test_scifact_hybrid_with_weight_chosen_on_train(scifact_dense_index):
     ndcg = evaluate(run, collections.load_qrels("scifact"), ["nDCG@10"])["nDCG@10"]
     assert 0.0 < weight < 1.0
     assert ndcg >= 0.73
+
+
+def test_bf16_index_is_queried_through_onnx_on_a_cpu_without_bf16(monkeypatch):
+    import retrieval.dense.retriever as retriever
+
+    monkeypatch.setattr(retriever, "cpu_has_bf16", lambda: False)
+    assert retriever.query_precision({"precision": "bf16"}) == "onnx"
+    assert retriever.query_precision({"precision": "int8"}) == "int8"
+    monkeypatch.setattr(retriever, "cpu_has_bf16", lambda: True)
+    assert retriever.query_precision({"precision": "bf16"}) == "bf16"
