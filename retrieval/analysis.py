@@ -110,6 +110,17 @@ def _analyse_batch(texts: list[str]) -> list[list[str]]:
     return [_worker_analyzer(t) for t in texts]
 
 
+def _pool_context() -> multiprocessing.context.BaseContext:
+    """Workers fork from a clean single-threaded server that has this module imported: cheap
+    to start, unlike "spawn", and safe, unlike plain "fork" (forking a process whose torch /
+    ONNX Runtime / OpenMP threads hold locks can deadlock the child)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__, "nltk.stem.porter"])
+    return ctx
+
+
 def analyse_all(items: Iterable[T], text_of, analyzer: Analyzer, workers: int = 1,
                 batch: int = 256) -> Iterator[tuple[T, list[str]]]:
     """(item, terms of text_of(item)) for every item, in order; `workers` > 1 analyses
@@ -118,9 +129,7 @@ def analyse_all(items: Iterable[T], text_of, analyzer: Analyzer, workers: int = 
         for item in items:
             yield item, analyzer(text_of(item))
         return
-    # "spawn", not "fork": forking a process whose other threads (torch, ONNX Runtime,
-    # OpenMP) hold locks can deadlock the child.
-    ctx = multiprocessing.get_context("spawn")
+    ctx = _pool_context()
     with ctx.Pool(workers, _init_worker, (analyzer.settings,)) as pool:
         pending: deque = deque()
         iterator = iter(items)
