@@ -18,6 +18,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
@@ -56,19 +57,43 @@ def _fsync_tree(root: Path) -> None:
         _fsync_dir(Path(dirpath))
 
 
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_abandoned(target: Path) -> None:
+    """Delete temporary siblings of `target` left by builds whose process was killed."""
+    for kind in ("tmp", "old"):
+        for leftover in target.parent.glob(f".{glob_escape(target.name)}.{kind}-*-*"):
+            pid = leftover.name[len(f".{target.name}.{kind}-"):].split("-", 1)[0]
+            if not pid.isdigit() or _process_alive(int(pid)):
+                continue
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def atomic_directory(target: Path) -> Iterator[Path]:
     """Yield a temporary directory that replaces `target` only if the block succeeds."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    remove_abandoned(target)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=target.parent))
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; indexes are shared like any file
     try:
         yield tmp
         _fsync_tree(tmp)
         if target.exists():
             _forget_part(target)
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-{os.getpid()}-", dir=target.parent))
             os.rename(target, old / "previous")
             os.rename(tmp, target)
             shutil.rmtree(old, ignore_errors=True)
@@ -102,7 +127,8 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write a file whole or not at all (temp file + fsync + rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    remove_abandoned(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=path.parent)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600
     try:
         with os.fdopen(fd, "wb") as f:

@@ -404,3 +404,23 @@ def test_damaged_array_is_refused_by_load_array_even_without_verify(tmp_path):
     with pytest.raises(InputError) as e:
         storage.load_array(tmp_path / "a.npy")
     assert e.value.path == str(tmp_path / "a.npy")
+
+
+def test_leftovers_of_killed_writers_are_removed_by_the_next_write(tmp_path):
+    """Temp files/dirs of a killed process go at the next write; a live writer's are kept."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    target = tmp_path / "run.txt"
+    abandoned = [tmp_path / f".run.txt.tmp-{dead}-x1", tmp_path / f".idx.tmp-{dead}-x2",
+                 tmp_path / f".idx.old-{dead}-x3"]
+    abandoned[0].write_text("half")
+    abandoned[1].mkdir()
+    abandoned[2].mkdir()
+    live = tmp_path / f".idx.tmp-{os.getpid()}-x4"
+    live.mkdir()
+    storage.write_bytes_atomic(target, b"whole")
+    assert not abandoned[0].exists() and abandoned[1].exists()  # only the file's own siblings
+    with storage.atomic_directory(tmp_path / "idx") as tmp:
+        (tmp / "f").write_text("x")
+    assert not abandoned[1].exists() and not abandoned[2].exists()
+    assert live.exists() and (tmp_path / "idx" / "f").read_text() == "x"
