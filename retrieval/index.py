@@ -76,6 +76,9 @@ class Index:
     def __init__(self, path: str | Path, verify: bool = True):
         self.path = Path(path)
         self.manifest = storage.read_manifest(self.path)
+        if self.manifest.get("kind") == "sharded":
+            raise InputError(f"this is a sharded index ({len(self.manifest.get('shards', []))} shards);"
+                             " `retrieval search` and retrieval.shards search it", self.path)
         if verify:
             storage.verify_files(self.path, self.manifest.get("files", {}))
             for part in self.manifest.get("parts", {}).values():

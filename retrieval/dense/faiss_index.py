@@ -95,12 +95,22 @@ def build_dense_part(index_dir: Path, doc_ids: Sequence[str], texts: Sequence[st
     storage.read_manifest(index_dir)
     encoder = encoder or Encoder()
     vectors = encoder.encode(texts, desc="encoding documents")
+    return write_dense_part(index_dir, doc_ids, vectors, encoder.describe(), index_type, params)
+
+
+def write_dense_part(index_dir: Path, doc_ids: Sequence[str], vectors: np.ndarray,
+                     model: dict[str, Any], index_type: str = "flat",
+                     params: dict[str, int] | None = None) -> dict[str, Any]:
+    """Write `index_dir/dense/` from already encoded vectors (row i is doc_ids[i]); the entry.
+
+    `model` is the encoder's description (`Encoder.describe()`), recorded in the manifest.
+    """
     index, used = build_faiss(vectors, index_type, params)
     target = Path(index_dir) / PART
     with storage.atomic_directory(target) as tmp:
         faiss.write_index(index, str(tmp / INDEX_FILE))
         storage.save_array(tmp / DOC_IDS_FILE, np.asarray([str(d) for d in doc_ids], dtype=str))
-    entry = dict(encoder.describe(), index_type=index_type, params=used, count=len(doc_ids))
+    entry = dict(model, index_type=index_type, params=used, count=len(doc_ids))
     storage.add_part(index_dir, PART, entry, target)
     return entry
 

@@ -4,6 +4,11 @@ Each model turns the index's postings into one float per posting; a query's
 score for a document is then sum over query terms of weight * impact, which
 is exactly how Lucene sums BoostQuery-weighted TermQuery clauses. Document
 lengths are Lucene's quantised norms (see lucene_norms).
+
+The collection statistics (document count, total length, df, cf) come from
+the index itself unless a `CollectionStats` is given: a shard of a sharded
+index scores with the whole collection's statistics, so its impacts equal the
+single index's (see retrieval.shards.stats).
 """
 
 from __future__ import annotations
@@ -16,14 +21,30 @@ from retrieval.sparse.inverted import InvertedIndex
 from retrieval.sparse.lucene_norms import quantised_lengths
 
 
+@dataclass(frozen=True, eq=False)
+class CollectionStats:
+    """The statistics a model scores with; `df` and `cf` are aligned with the index's term ids."""
+
+    num_docs: int      # documents, empty ones included
+    doc_count: int     # documents with at least one term (Lucene's docCount)
+    total_terms: int   # collection length
+    df: np.ndarray     # document frequency per term id
+    cf: np.ndarray     # collection frequency per term id (int64)
+
+    @classmethod
+    def of(cls, index: InvertedIndex) -> CollectionStats:
+        """An index's own statistics."""
+        return cls(num_docs=index.num_docs, doc_count=int(np.count_nonzero(index.doc_lengths)),
+                   total_terms=int(np.sum(index.doc_lengths, dtype=np.int64)), df=index.df, cf=index.cf)
+
+
 def _posting_lengths(index: InvertedIndex) -> np.ndarray:
     return quantised_lengths(index.doc_lengths)[index.docnos]
 
 
-def _collection_probability(index: InvertedIndex) -> np.ndarray:
+def _collection_probability(stats: CollectionStats) -> np.ndarray:
     """Lucene's DefaultCollectionModel: (cf + 1) / (total terms + 1), per term."""
-    total = float(np.sum(index.doc_lengths, dtype=np.int64))
-    return (index.cf + 1.0) / (total + 1.0)
+    return (stats.cf + 1.0) / (float(stats.total_terms) + 1.0)
 
 
 @dataclass(frozen=True)
@@ -33,10 +54,11 @@ class BM25Model:
     k1: float = 0.9
     b: float = 0.4
 
-    def impacts(self, index: InvertedIndex) -> np.ndarray:
-        doc_count = int(np.count_nonzero(index.doc_lengths))  # docs that have the field
-        avgdl = float(np.sum(index.doc_lengths, dtype=np.int64)) / max(doc_count, 1)
-        df = index.df.astype(np.float64)
+    def impacts(self, index: InvertedIndex, stats: CollectionStats | None = None) -> np.ndarray:
+        stats = stats or CollectionStats.of(index)
+        doc_count = stats.doc_count  # docs that have the field
+        avgdl = float(stats.total_terms) / max(doc_count, 1)
+        df = stats.df.astype(np.float64)
         idf = np.log(1.0 + (doc_count - df + 0.5) / (df + 0.5))
         tf = np.asarray(index.tfs, dtype=np.float64)
         norm = self.k1 * (1.0 - self.b + self.b * _posting_lengths(index) / avgdl)
@@ -49,8 +71,8 @@ class DirichletModel:
 
     mu: float = 1000.0
 
-    def impacts(self, index: InvertedIndex) -> np.ndarray:
-        pc = np.repeat(_collection_probability(index), index.df)
+    def impacts(self, index: InvertedIndex, stats: CollectionStats | None = None) -> np.ndarray:
+        pc = np.repeat(_collection_probability(stats or CollectionStats.of(index)), index.df)
         tf = np.asarray(index.tfs, dtype=np.float64)
         score = np.log1p(tf / (self.mu * pc)) + np.log(self.mu / (_posting_lengths(index) + self.mu))
         return np.maximum(score, 0.0)
@@ -65,7 +87,7 @@ class JelinekMercerModel:
 
     lam: float = 0.1
 
-    def impacts(self, index: InvertedIndex) -> np.ndarray:
-        pc = np.repeat(_collection_probability(index), index.df)
+    def impacts(self, index: InvertedIndex, stats: CollectionStats | None = None) -> np.ndarray:
+        pc = np.repeat(_collection_probability(stats or CollectionStats.of(index)), index.df)
         tf = np.asarray(index.tfs, dtype=np.float64)
         return np.log1p((1.0 - self.lam) * tf / _posting_lengths(index) / (self.lam * pc))

@@ -1,0 +1,116 @@
+"""The on-disk layout of a sharded index, and opening one.
+
+    index/
+      manifest.json     "kind": "sharded", analyzer, collection statistics, the shards
+                        (name, documents, SHA-256 of each shard's manifest), parts
+      global/           the whole collection's vocabulary with df and cf (stats.py)
+      shard-000/ ...    one ordinary index directory per shard (index.py), each with
+                        a `global/` part: the collection statistics aligned with the
+                        shard's own term ids, and optionally its own `dense/` part
+
+Documents are dealt out round-robin in doc id order (the i-th smallest doc id
+goes to shard i mod N), so shards are within one document of each other in
+size. Each shard is complete on its own: it can be copied to another machine
+and opened there.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from retrieval import storage
+from retrieval.analysis import Analyzer
+from retrieval.errors import InputError
+
+KIND = "sharded"
+GLOBAL_DIR = "global"
+
+
+def shard_name(i: int) -> str:
+    """The directory name of shard i."""
+    return f"shard-{i:03d}"
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """One shard as the top-level manifest records it."""
+
+    number: int
+    name: str
+    path: Path
+    documents: int
+    manifest_sha256: str
+
+
+def is_sharded(path: str | Path) -> bool:
+    """Whether `path` holds a sharded index (its manifest says so)."""
+    manifest = Path(path) / storage.MANIFEST
+    if not manifest.is_file():
+        return False
+    try:
+        return json.loads(manifest.read_text()).get("kind") == KIND
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class ShardedIndex:
+    """An opened sharded index: the top-level manifest and its shards (opened by searchers)."""
+
+    def __init__(self, path: str | Path, verify: bool = True):
+        self.path = Path(path)
+        self.manifest = storage.read_manifest(self.path)
+        if self.manifest.get("kind") != KIND:
+            raise InputError("not a sharded index (build one with `retrieval index --shards N`)",
+                             self.path)
+        if verify:
+            storage.verify_files(self.path, self.manifest.get("files", {}))
+
+    @classmethod
+    def open(cls, path: str | Path, verify: bool = True) -> ShardedIndex:
+        """Open a sharded index directory, checking its manifest and global statistics."""
+        return cls(path, verify)
+
+    def __repr__(self) -> str:
+        return f"ShardedIndex({str(self.path)!r}, {len(self.shards)} shards, {self.num_docs} docs)"
+
+    @cached_property
+    def shards(self) -> list[ShardInfo]:
+        """The shards, in shard number order."""
+        return [ShardInfo(i, s["name"], self.path / s["name"], int(s["documents"]), s["manifest_sha256"])
+                for i, s in enumerate(self.manifest["shards"])]
+
+    @property
+    def num_docs(self) -> int:
+        return int(self.manifest["stats"]["documents"])
+
+    @property
+    def parts(self) -> dict[str, Any]:
+        return self.manifest.get("parts", {})
+
+    def has(self, part: str) -> bool:
+        """Whether every shard has this part (e.g. "dense")."""
+        return part in self.parts
+
+    @cached_property
+    def analyzer(self) -> Analyzer:
+        """The analyzer every shard was built with (queries must use the same)."""
+        return Analyzer.from_settings(self.manifest["analyzer"])
+
+    def missing_shards(self) -> list[str]:
+        """Names of shards whose directory or manifest is absent (a quick check, no checksums)."""
+        return [s.name for s in self.shards if not (s.path / storage.MANIFEST).is_file()]
+
+    def describe(self) -> dict[str, Any]:
+        """What `retrieval info` prints."""
+        m = self.manifest
+        missing = set(self.missing_shards())
+        return {"path": str(self.path), "kind": KIND, "source": m.get("source"),
+                "created": m.get("created"), "analyzer": m.get("analyzer"), "stats": m.get("stats"),
+                "partition": m.get("partition"), "parts": sorted(self.parts),
+                "shards": [{"name": s.name, "documents": s.documents,
+                            "status": "missing" if s.name in missing else "present"}
+                           for s in self.shards]}

@@ -1,0 +1,220 @@
+"""Stages over a sharded index: sparse models, RM3 and dense, with the same Runs as one index.
+
+The manager (this process) analyses or encodes the queries, fans the batch
+out through a backend (local.py in-process, ray_backend.py on Ray), merges the
+per-shard top k (merge.py) and, for RM3, computes the relevance model from
+the merged feedback documents before fanning the expanded queries out again.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from retrieval.errors import InputError
+from retrieval.shards.layout import ShardedIndex
+from retrieval.shards.local import LocalBackend, ShardBackend
+from retrieval.shards.merge import Merged, merge
+from retrieval.shards.shard import FeedbackVector
+from retrieval.sparse.models import BM25Model, DirichletModel, JelinekMercerModel
+from retrieval.sparse.rankers import RM3
+from retrieval.types import Columns, Queries, Ranking, Run, Stage
+
+SPARSE = ("bm25", "qld", "qljm")
+
+
+class ShardedRun(Run):
+    """A Run from a sharded index; `missing_shards` names shards left out (allow_partial)."""
+
+    def __init__(self, rankings: dict[str, Columns], missing_shards: tuple[str, ...] = ()):
+        super().__init__(rankings)
+        self.missing_shards = tuple(missing_shards)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every shard contributed."""
+        return not self.missing_shards
+
+
+def sparse_model(model: str, k1: float = 0.9, b: float = 0.4, mu: float = 1000.0, lam: float = 0.1) -> Any:
+    """The scoring model for a sparse ranker name (bm25, qld, qljm)."""
+    if model == "bm25":
+        return BM25Model(k1, b)
+    if model == "qld":
+        return DirichletModel(mu)
+    if model == "qljm":
+        if not 0.0 < lam < 1.0:
+            raise InputError(f"Jelinek-Mercer lambda must be in (0, 1), got {lam}")
+        return JelinekMercerModel(lam)
+    raise InputError(f"unknown sparse model {model!r}; expected bm25, qld or qljm")
+
+
+class ShardedStage:
+    """What the sharded stages share: the index, the backend and the Run they return."""
+
+    name = "sharded"
+
+    def __init__(self, index: ShardedIndex, hits: int, backend: ShardBackend | None, threads: int):
+        if hits < 1:
+            raise InputError(f"hits must be at least 1, got {hits}")
+        self.index, self.hits, self.threads = index, hits, threads
+        self.backend = backend or LocalBackend(index)
+
+    def to_run(self, qids: list[str], merged: list[Merged]) -> ShardedRun:
+        return ShardedRun({q: Columns(m.ids, m.scores) for q, m in zip(qids, merged)},
+                          tuple(sorted(self.backend.missing)))
+
+
+class ShardedSparse(ShardedStage):
+    """BM25 / query likelihood over the shards: the single index's Run, searched shard by shard."""
+
+    def __init__(self, index: ShardedIndex, model: str = "bm25", hits: int = 1000,
+                 backend: ShardBackend | None = None, threads: int = 1, **params: float):
+        super().__init__(index, hits, backend, threads)
+        self.model = sparse_model(model, **params)
+        self.name = model
+        self._warned: set[str] = set()
+
+    def analyse(self, text: str) -> Counter[str]:
+        """Query term counts after analysis (the index's analyzer)."""
+        return Counter(self.index.analyzer(text))
+
+    def merged(self, bags: dict[str, dict[str, float]], k: int) -> list[Merged]:
+        """Each query's merged top k (with the shard of every hit)."""
+        qids, payload = list(bags), [dict(b) for b in bags.values()]
+        results = self.backend.broadcast("search", self.model, payload, k, self.threads)
+        self.warn_unknown(qids, [r[1] for r in results.values()])
+        return merge({n: r[0] for n, r in results.items()}, len(qids), k)
+
+    def warn_unknown(self, qids: list[str], known: list[list[int]]) -> None:
+        """Warn (once per query) about queries none of whose terms any shard knows."""
+        counts = np.sum(known, axis=0) if known else np.zeros(len(qids))
+        for qid, count in zip(qids, np.atleast_1d(counts).tolist()):
+            if count == 0 and qid not in self._warned:
+                self._warned.add(qid)
+                print(f"retrieval: warning: query {qid!r} has no indexed terms after analysis;"
+                      " it gets no hits", file=sys.stderr)
+
+    def search_many(self, bags: dict[str, dict[str, float]], k: int) -> ShardedRun:
+        """Search many weighted term bags at once (query id -> {term: weight})."""
+        return self.to_run(list(bags), self.merged(bags, k))
+
+    def __call__(self, queries: Queries, run: Run | None = None) -> ShardedRun:
+        if run is not None:
+            raise InputError("rescoring a run (--candidates) is not supported on a sharded index")
+        return self.search_many({q: self.analyse(t) for q, t in queries.items()}, self.hits)
+
+
+class ShardedRM3(RM3):
+    """RM3 over shards: feedback from the merged top documents, their terms fetched from their shards.
+
+    The relevance model, the interpolation and every tie-break are RM3's, so
+    the Run equals RM3 on the single index.
+    """
+
+    ranker: ShardedSparse
+
+    def __init__(self, ranker: ShardedSparse, fb_docs: int = 10, fb_terms: int = 10,
+                 original_weight: float = 0.5, hits: int | None = None):
+        super().__init__(ranker, fb_docs, fb_terms, original_weight, hits)  # type: ignore[arg-type]
+        self._vectors: dict[str, FeedbackVector] = {}
+
+    def fetch_vectors(self, merged: list[Merged]) -> dict[str, FeedbackVector]:
+        """The feedback terms of every feedback document, each asked of the shard holding it."""
+        wanted: dict[int, set[str]] = {}
+        for m in merged:
+            for doc_id, shard in zip(m.ids.tolist(), m.shards.tolist()):
+                wanted.setdefault(shard, set()).add(doc_id)
+        args = {s: (sorted(ids), self.fb_terms) for s, ids in sorted(wanted.items())}
+        results = self.ranker.backend.run("feedback", args)
+        return {d: v for s, vectors in results.items() for d, v in zip(args[s][0], vectors)}
+
+    def relevance_model(self, feedback: Ranking) -> dict[str, float]:
+        """RM3's pruned, L1-normalised relevance model, from the fetched feedback terms."""
+        weights: dict[str, float] = {}
+        for doc_id, score in feedback[: self.fb_docs]:
+            if doc_id not in self._vectors:  # its shard became unavailable (allow_partial)
+                continue
+            terms, tfs, norm = self._vectors[doc_id]
+            if norm <= 0.001:
+                continue
+            for term, tf in zip(terms, tfs.tolist()):
+                weights[term] = weights.get(term, 0.0) + tf / norm * score
+        best = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[: self.fb_terms]
+        total = sum(w for _, w in best)
+        return {t: w / total for t, w in best} if total > 0 else {}
+
+    def __call__(self, queries: Queries, run: Run | None = None) -> ShardedRun:
+        if run is not None:
+            raise InputError("RM3 on a sharded index takes its feedback from the shards, not a run")
+        ranker = self.ranker
+        merged = ranker.merged({q: ranker.analyse(t) for q, t in queries.items()}, self.fb_docs)
+        self._vectors = self.fetch_vectors(merged)
+        feedback = ranker.to_run(list(queries), merged)
+        expanded = {q: self.expand(t, feedback.get(q, [])) for q, t in queries.items()}
+        return ranker.search_many(expanded, self.hits)
+
+
+class ShardedDense(ShardedStage):
+    """Dense retrieval over the shards' FAISS parts; the manager encodes the queries once."""
+
+    name = "dense"
+
+    def __init__(self, index: ShardedIndex, hits: int = 1000, backend: ShardBackend | None = None,
+                 model: Any = None, precision: str | None = None, threads: int | None = None):
+        from retrieval.shards.dense import query_encoder
+
+        super().__init__(index, hits, backend, threads or 1)
+        if not index.has("dense"):
+            raise InputError("sharded index has no dense parts; build it with"
+                             " `retrieval index --shards N --dense`", index.path)
+        self.encoder = query_encoder(index.parts["dense"], index.path, model, precision, threads)
+
+    def __call__(self, queries: Queries, run: Run | None = None) -> ShardedRun:
+        """Retrieve for every query (a first stage: `run` is ignored)."""
+        empty = [q for q, text in queries.items() if not str(text).strip()]
+        if empty:
+            raise InputError(f"empty query text for query id(s) {', '.join(empty[:5])}")
+        vectors = self.encoder.encode(list(queries.values()), desc="encoding queries")
+        results = self.backend.broadcast("dense_search", vectors, self.hits, self.encoder.threads)
+        return self.to_run(list(queries), merge(results, len(queries), self.hits))
+
+
+def make_sharded_ranker(model: str, index: ShardedIndex, backend: ShardBackend | None = None,
+                        rm3: bool = False, fb_docs: int = 10, fb_terms: int = 10,
+                        original_weight: float = 0.5,
+                        k1: float = 0.9, b: float = 0.4, mu: float = 1000.0, lam: float = 0.1,
+                        hits: int = 1000, threads: int = 1, weight: float = 0.5,
+                        fusion: str = "interpolate", encoder: str | None = None,
+                        precision: str | None = None, **_: Any) -> Stage:
+    """The sharded stage for `model` (bm25, qld, qljm, dense, hybrid), optionally with RM3.
+
+    The parameters are `make_ranker`'s; `backend` defaults to in-process search.
+    """
+    backend = backend or LocalBackend(index)
+    if rm3 and model not in SPARSE:
+        raise InputError(f"RM3 needs a sparse model (bm25, qld, qljm), not {model!r}")
+    if model in SPARSE:
+        params = _sparse_params(model, k1, b, mu, lam)
+        stage: Any = ShardedSparse(index, model, hits, backend, threads, **params)
+        return ShardedRM3(stage, fb_docs, fb_terms, original_weight) if rm3 else stage
+    if model == "dense":
+        return ShardedDense(index, hits, backend, encoder, precision)
+    if model == "hybrid":
+        from retrieval.fusion import RRF, Interpolate
+
+        depth = 1000
+        sparse = ShardedSparse(index, "bm25", depth, backend, threads, k1=k1, b=b)
+        dense = ShardedDense(index, depth, backend, encoder, precision)
+        if fusion == "rrf":
+            return RRF(sparse, dense, depth=depth, hits=hits)
+        return Interpolate(sparse, dense, weight=weight, depth=depth, hits=hits)
+    raise InputError(f"unknown model {model!r} for a sharded index; expected bm25, qld, qljm, dense"
+                     " or hybrid")
+
+
+def _sparse_params(model: str, k1: float, b: float, mu: float, lam: float) -> dict[str, float]:
+    return {"bm25": {"k1": k1, "b": b}, "qld": {"mu": mu}, "qljm": {"lam": lam}}[model]

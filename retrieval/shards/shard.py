@@ -1,0 +1,113 @@
+"""One shard's search service: the work a shard does for the manager, in-process or in a Ray actor.
+
+The manager sends analysed queries (term -> weight, terms as strings) and gets
+back each query's top k as (doc ids, scores), ordered by score descending and
+doc id ascending. Impacts use the collection statistics (stats.py), and query
+terms are taken in sorted term order as the single index does, so every score
+is bit for bit the single index's score. For RM3, the shard returns its
+feedback documents' candidate terms; for dense search, its FAISS top k.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval import storage
+from retrieval.errors import InputError
+from retrieval.index import Index
+from retrieval.shards.stats import load_shard_statistics
+from retrieval.sparse.models import CollectionStats
+from retrieval.sparse.searcher import ImpactSearcher, WeightedQuery
+
+Hits = tuple[np.ndarray, np.ndarray]  # (doc ids as a str array, float64 scores), in rank order
+FeedbackVector = tuple[list[str], np.ndarray, float]  # (terms, tfs as float64, their sum)
+FEEDBACK_TERM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+class ShardSearcher:
+    """Searches one shard; `expected_sha256` (of its manifest) guards against a foreign shard."""
+
+    def __init__(self, path: str | Path, name: str = "", expected_sha256: str | None = None):
+        self.path = Path(path)
+        self.name = name or self.path.name
+        if not (self.path / storage.MANIFEST).is_file():
+            raise InputError("shard directory or its manifest is missing", self.path)
+        if expected_sha256 and storage.sha256_file(self.path / storage.MANIFEST) != expected_sha256:
+            raise InputError("not the shard this sharded index was built with (its manifest differs);"
+                             " rebuild the sharded index", self.path)
+        self.index = Index.open(self.path)
+        self.stats: CollectionStats = load_shard_statistics(self.index)
+        self._searchers: dict[Any, ImpactSearcher] = {}
+
+    def searcher(self, model: Any) -> ImpactSearcher:
+        """The impact searcher of a sparse model (BM25Model, DirichletModel, ...), built once."""
+        if model not in self._searchers:
+            inverted = self.index.inverted
+            self._searchers[model] = ImpactSearcher(inverted, model.impacts(inverted, self.stats))
+        return self._searchers[model]
+
+    def weighted(self, bag: dict[str, float]) -> WeightedQuery:
+        """The shard's known terms with their weights, in sorted term order (as the single index)."""
+        ids = self.index.inverted.term_ids
+        return [(ids[t], float(w)) for t, w in sorted(bag.items()) if t in ids]
+
+    def search(self, model: Any, bags: list[dict[str, float]], k: int,
+               threads: int = 1) -> tuple[list[Hits], list[int]]:
+        """Each query's top k here, and how many of its terms this shard knows."""
+        queries = [self.weighted(bag) for bag in bags]
+        results = self.searcher(model).search_many(queries, k, threads)
+        ids = self.index.doc_ids
+        return [(ids[docs], np.asarray(scores, dtype=np.float64)) for docs, scores in results], \
+            [len(q) for q in queries]
+
+    @cached_property
+    def eligible(self) -> np.ndarray:
+        """Terms that may serve as RM3 feedback terms, judged by collection-wide df (as RM3)."""
+        inverted = self.index.inverted
+        ratio = self.stats.df.astype(np.float32) / np.float32(self.stats.num_docs)
+        shape = np.array([2 <= len(t) <= 20 and set(t) <= FEEDBACK_TERM_CHARS
+                          for t in inverted.terms], dtype=bool)
+        return shape & (ratio <= np.float32(0.1))
+
+    def feedback(self, doc_ids: list[str], fb_terms: int) -> list[FeedbackVector]:
+        """Per document, its `fb_terms` most frequent eligible terms (ties by term) and their tfs."""
+        inverted, docno = self.index.inverted, self.index.docno
+        indptr, terms, tfs = inverted.forward
+        names = inverted.terms
+        out = []
+        for doc_id in doc_ids:
+            d = docno[doc_id]
+            t, f = terms[indptr[d]:indptr[d + 1]], tfs[indptr[d]:indptr[d + 1]]
+            keep = self.eligible[t]
+            t, f = t[keep], f[keep].astype(np.float64)
+            top = np.lexsort((t, -f))[:fb_terms]
+            out.append(([names[i] for i in t[top].tolist()], f[top], float(f[top].sum())))
+        return out
+
+    @cached_property
+    def dense(self) -> tuple[Any, np.ndarray]:
+        """(FAISS index, doc id of each row) of the shard's dense part."""
+        from retrieval.dense.faiss_index import load_dense_part
+
+        faiss_index, doc_ids, _ = load_dense_part(self.path)
+        return faiss_index, doc_ids
+
+    def dense_search(self, vectors: np.ndarray, k: int, threads: int = 1) -> list[Hits]:
+        """Each query vector's top k here by inner product, ordered by score then doc id."""
+        import faiss
+
+        faiss_index, doc_ids = self.dense
+        faiss.omp_set_num_threads(max(1, threads))
+        scores, rows = faiss_index.search(np.ascontiguousarray(vectors, dtype=np.float32),
+                                          min(k, faiss_index.ntotal))
+        out = []
+        for s, r in zip(scores, rows):
+            keep = r >= 0
+            ids, values = doc_ids[r[keep]], s[keep].astype(np.float64)
+            order = np.lexsort((ids, -values))
+            out.append((ids[order], values[order]))
+        return out
