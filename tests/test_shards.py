@@ -215,6 +215,23 @@ def test_cli_index_search_info_on_ray(tiny_docs, tmp_path, ray_cluster, capsys):
     assert '"shard-001"' in capsys.readouterr().out
 
 
+def test_cli_late_part_on_shards_reranks_like_the_single_index(tiny_docs, tmp_path):
+    topics, first = tmp_path / "t.tsv", tmp_path / "bm25"
+    topics.write_text("1\tcats in gardens\n2\tretrieval ranking documents\n")
+    reranked = []
+    for name, extra in (("single", []), ("sharded", ["--shards", "2"])):
+        index = tmp_path / name
+        assert main(["index", "--collection", str(tiny_docs), "--index", str(index), "--late", *extra]) == 0
+        if name == "single":
+            assert main(["search", "--index", str(index), "--topics", str(topics),
+                         "--output", str(first)]) == 0
+        out = tmp_path / f"{name}.late"
+        assert main(["rerank", "--index", str(index), "--topics", str(topics), "--run", str(first),
+                     "--output", str(out)]) == 0
+        reranked.append(out.read_bytes())
+    assert reranked[0] == reranked[1] and reranked[0].count(b"\n") >= 5
+
+
 @pytest.mark.parametrize("args, message", [
     (["--shards", "0"], "--shards must be at least 1"),
     (["--shards", "6"], "cannot split 5 documents into 6 shards"),
@@ -275,3 +292,24 @@ def test_scifact_dense_and_hybrid_on_ray_equal_single_index(scifact_dense_index,
     for model in ("dense", "hybrid"):
         reference = format_run(make_ranker(model, scifact_dense_index)(queries)).encode()
         assert _dense_run(index, model, queries) == reference, model
+
+
+@pytest.mark.slow
+def test_late_reranking_on_shards_equals_single_index(tmp_path, capsys):
+    """Late parts sharded like the rest: the reranked run is byte-identical (CACM, first 600 docs)."""
+    from retrieval.late import LateModel, LateReranker, build_late
+    from retrieval.shards.late import LateSource
+
+    docs = list(collections.load_documents("cacm"))[:600]
+    model = LateModel(threads=2)
+    build_index(docs, tmp_path / "single", progress=False)
+    build_late(tmp_path / "single", model, progress=False)
+    build_sharded_index(docs, tmp_path / "sharded", 4, workers=1, progress=False, late=LateSource(model))
+    queries = dict(list(collections.load_topics("cacm").items())[:12])
+    first = make_ranker("bm25", Index.open(tmp_path / "single"), hits=100)(queries)
+    single = LateReranker(tmp_path / "single", model, use_store=True)(queries, first)
+    sharded = LateReranker(tmp_path / "sharded", model, use_store=True)(queries, first)
+    assert format_run(sharded) == format_run(single) and len(format_run(single)) > 1000
+    fused = LateReranker(tmp_path / "sharded", model, interpolate=0.3, use_store=True)(queries, first)
+    assert format_run(fused) != format_run(sharded)  # the interpolation is applied on shards too
+    assert ShardedIndex.open(tmp_path / "sharded").has("late")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +42,19 @@ def interpolate_ranking(first: Ranking, late: Ranking, weight: float) -> Ranking
     return rank(zip(docs, (weight * a + (1 - weight) * b).tolist()))
 
 
+def _open(index: Index | str | Path | None) -> Any:
+    """An Index, or for a sharded index its documents and late stores (shards.late)."""
+    if index is None or isinstance(index, Index):
+        return index
+    from retrieval.shards.layout import is_sharded
+
+    if is_sharded(index):
+        from retrieval.shards.late import ShardedDocuments
+
+        return ShardedDocuments(index)
+    return Index.open(index)
+
+
 def _as_model(model: LateModel | str | Path | None, threads: int | None) -> LateModel:
     return model if isinstance(model, LateModel) else LateModel(model, threads=threads)
 
@@ -57,12 +71,12 @@ class LateReranker:
             raise InputError(f"depth must be at least 1, got {depth}")
         if interpolate is not None and not 0.0 <= interpolate <= 1.0:
             raise InputError(f"interpolation weight must be in [0, 1], got {interpolate}")
-        self.index = None if index is None else (index if isinstance(index, Index) else Index.open(index))
+        self.index = _open(index)
         self.model = _as_model(model, threads)
         self.interpolate, self.depth = interpolate, depth
         self.store = None
         if self.index is not None and self.index.has(PART) and use_store is not False:
-            store = LateStore(self.index)
+            store = LateStore(self.index) if isinstance(self.index, Index) else self.index.late_store()
             if store.compatible(self.model):
                 self.store = store
             elif use_store:
@@ -94,7 +108,9 @@ class LateReranker:
         return maxsim(q, emb, offsets)
 
     def _text(self, doc_id: str) -> str:
-        return self.index.docstore.get(doc_id).contents  # InputError names an unknown id
+        if isinstance(self.index, Index):
+            return self.index.docstore.get(doc_id).contents  # InputError names an unknown id
+        return self.index.text(doc_id)
 
     def rerank_hits(self, query: str, hits: Ranking, texts: Sequence[str] | None = None) -> Ranking:
         """One query's reranked top `depth` hits."""

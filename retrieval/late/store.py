@@ -14,7 +14,7 @@ cannot use the store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,42 +48,91 @@ def decompress(rows: np.ndarray, scales: np.ndarray | None) -> np.ndarray:
     return np.asarray(rows, dtype=np.float32) * (np.asarray(scales, dtype=np.float32)[:, None] / 127)
 
 
+class StoreWriter:
+    """Writes a store's arrays into a directory, one document's token embeddings at a time."""
+
+    def __init__(self, directory: Path, compression: str, dim: int):
+        if compression not in COMPRESSIONS:
+            raise InputError(f"unknown compression {compression!r}; expected one of "
+                             + ", ".join(COMPRESSIONS))
+        self.directory, self.compression, self.dim = Path(directory), compression, dim
+        self.rows = open(self.directory / "embeddings.raw", "wb")  # noqa: SIM115 (closed in close())
+        self.scales: list[np.ndarray] = []
+        self.lengths: list[int] = []
+
+    def add(self, embeddings: np.ndarray) -> None:
+        """Append the next document's (tokens, dim) float32 embeddings."""
+        rows, scale = compress(embeddings, self.compression)
+        self.rows.write(rows.tobytes())
+        self.lengths.append(len(embeddings))
+        if scale is not None:
+            self.scales.append(scale)
+
+    def close(self) -> int:
+        """Write the .npy arrays; returns the number of tokens stored."""
+        self.rows.close()
+        raw_path = self.directory / "embeddings.raw"
+        dtype = np.float16 if self.compression == "fp16" else np.int8
+        storage.save_array(self.directory / "embeddings.npy",
+                           np.fromfile(raw_path, dtype=dtype).reshape(-1, self.dim))
+        raw_path.unlink()
+        storage.save_array(self.directory / "offsets.npy",
+                           np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64))
+        if self.compression == "int8":
+            storage.save_array(self.directory / "scales.npy", np.concatenate(self.scales) if self.scales
+                               else np.zeros(0, np.float16))
+        return int(sum(self.lengths))
+
+
+def store_entry(model: LateModel, compression: str, tokens: int, part_dir: Path) -> dict[str, Any]:
+    """The manifest entry of a store just written to `part_dir`."""
+    size = sum(p.stat().st_size for p in part_dir.iterdir())
+    return {**model.describe(), "compression": compression, "tokens": tokens, "bytes": size,
+            "bytes_per_token": round(size / max(tokens, 1), 2)}
+
+
+def encoded_documents(model: LateModel, texts: Sequence[str], batch_docs: int = 256,
+                      bar: Any = None) -> Iterator[np.ndarray]:
+    """Each text's token embeddings, encoded `batch_docs` texts at a time (the batches decide
+    padding, hence the last bits: every store encodes in these batches, in doc id order)."""
+    for start in range(0, len(texts), batch_docs):
+        chunk = texts[start:start + batch_docs]
+        yield from model.documents(chunk)
+        if bar is not None:
+            bar.update(len(chunk))
+
+
 def build_late(index: Index | str | Path, model: LateModel | None = None, compression: str = "fp16",
                batch_docs: int = 256, progress: bool = True) -> dict[str, Any]:
     """Encode every document of the index and add the `late/` part atomically; returns its entry."""
     index = index if isinstance(index, Index) else Index.open(index)
-    if compression not in COMPRESSIONS:
-        raise InputError(f"unknown compression {compression!r}; expected one of {', '.join(COMPRESSIONS)}")
     model = model or LateModel()
     ids = index.doc_id_list
     with storage.atomic_directory(index.path / PART) as tmp:
-        scales, lengths = [], []
-        bar = tqdm(total=len(ids), desc="late store", unit="doc", disable=not progress or None)
-        with open(tmp / "embeddings.raw", "wb") as rows_f:
-            for start in range(0, len(ids), batch_docs):
-                texts = [d.contents for d in index.docstore.get_many(ids[start:start + batch_docs])]
-                for emb in model.documents(texts):
-                    rows, scale = compress(emb, compression)
-                    rows_f.write(rows.tobytes())
-                    lengths.append(len(emb))
-                    if scale is not None:
-                        scales.append(scale)
-                bar.update(len(texts))
-        bar.close()
-        dtype = np.float16 if compression == "fp16" else np.int8
-        raw = np.fromfile(tmp / "embeddings.raw", dtype=dtype).reshape(-1, model.dim)
-        storage.save_array(tmp / "embeddings.npy", raw)
-        del raw
-        (tmp / "embeddings.raw").unlink()
-        storage.save_array(tmp / "offsets.npy", np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
-        if compression == "int8":
-            storage.save_array(tmp / "scales.npy", np.concatenate(scales))
-    tokens = int(sum(lengths))
-    size = sum(p.stat().st_size for p in (index.path / PART).iterdir())
-    entry = {**model.describe(), "compression": compression, "tokens": tokens, "bytes": size,
-             "bytes_per_token": round(size / max(tokens, 1), 2)}
+        writer = StoreWriter(tmp, compression, model.dim)
+        texts = _LazyTexts(index, ids)
+        with tqdm(total=len(ids), desc="late store", unit="doc", disable=not progress or None) as bar:
+            for embeddings in encoded_documents(model, texts, batch_docs, bar):
+                writer.add(embeddings)
+        tokens = writer.close()
+    entry = store_entry(model, compression, tokens, index.path / PART)
     storage.add_part(index.path, PART, entry, index.path / PART)
     return entry
+
+
+class _LazyTexts(Sequence):
+    """Document texts by docno, read from the doc store a slice at a time."""
+
+    def __init__(self, index: Index, ids: list[str]):
+        self.index, self.ids = index, ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, item):  # type: ignore[override]
+        if isinstance(item, slice):
+            return [d.contents for d in self.index.docstore.get_many(self.ids[item])]
+        return self.index.docstore.get(self.ids[item]).contents
 
 
 class LateStore:

@@ -77,11 +77,12 @@ def build_shards(parts: list[list[Document]], root: Path, source: str, analyzer:
 
 def build_sharded_index(documents: Iterable[Document], path: str | Path, shards: int, source: str = "",
                         analyzer: Analyzer | None = None, workers: int = 1, progress: bool = True,
-                        dense: Any = None) -> dict[str, Any]:
+                        dense: Any = None, late: Any = None) -> dict[str, Any]:
     """Build a sharded index of `shards` shards at `path` atomically; returns the top-level manifest.
 
     `workers` shards are built at a time, each in its own process. `dense`, a
-    `retrieval.shards.dense.DenseSource`, also gives every shard a dense part.
+    `retrieval.shards.dense.DenseSource`, also gives every shard a dense part;
+    `late`, a `retrieval.shards.late.LateSource`, a late-interaction part.
     """
     analyzer = analyzer or Analyzer()
     docs = list(documents)
@@ -93,6 +94,8 @@ def build_sharded_index(documents: Iterable[Document], path: str | Path, shards:
         manifest_parts: dict[str, Any] = {"inverted": {"built": storage.now(), "stats": stats}}
         if dense is not None:
             manifest_parts["dense"] = dense.write(docs, parts, dirs)
+        if late is not None:
+            manifest_parts["late"] = late.write(docs, parts, dirs, progress)
         manifest = {
             "format_version": storage.FORMAT_VERSION, "kind": KIND, "created": storage.now(),
             "source": source, "analyzer": analyzer.settings, "stats": stats, "partition": PARTITION,

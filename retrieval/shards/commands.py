@@ -55,8 +55,12 @@ def index(args: argparse.Namespace, dense_params: dict[str, int]) -> None:
         raise InputError("--collection is required with --shards")
     if args.backend == "lucene":
         raise InputError("--shards needs the native backend")
+    late = None
     if getattr(args, "late", False):
-        raise InputError("--late is not supported with --shards yet")
+        from retrieval.late import LateModel
+        from retrieval.shards.late import LateSource
+
+        late = LateSource(LateModel(args.late_model, threads=args.threads), args.late_compression)
     dense = None
     if args.dense_from:
         dense = DenseSource(None, args.dense_index, dense_params, reuse=args.dense_from)
@@ -68,7 +72,7 @@ def index(args: argparse.Namespace, dense_params: dict[str, int]) -> None:
     analyzer = Analyzer(stopwords=not args.no_stopwords, stemmer=None if args.no_stem else "porter")
     manifest = build_sharded_index(collections.load_documents(args.collection), args.index, args.shards,
                                    source=collections.describe(args.collection), analyzer=analyzer,
-                                   workers=args.threads, dense=dense)
+                                   workers=args.threads, dense=dense, late=late)
     stats = manifest["stats"]
     print(f"indexed {stats['documents']} documents in {args.shards} shards, {stats['unique_terms']}"
           f" unique terms, {stats['total_terms']} terms -> {args.index}", file=sys.stderr)
