@@ -313,3 +313,18 @@ def test_late_reranking_on_shards_equals_single_index(tmp_path, capsys):
     fused = LateReranker(tmp_path / "sharded", model, interpolate=0.3, use_store=True)(queries, first)
     assert format_run(fused) != format_run(sharded)  # the interpolation is applied on shards too
     assert ShardedIndex.open(tmp_path / "sharded").has("late")
+
+
+def test_fast_merge_order_equals_lexsort():
+    """order_by_score (packed int64 keys) agrees with a plain (score desc, rank asc) lexsort."""
+    import numpy as np
+
+    from retrieval.shards.merge import order_by_score
+
+    rng = np.random.default_rng(3)
+    for n in (1, 5, 400, 4000):
+        scores = np.round(rng.random(n) * 4, 1)  # many ties, and 1-ulp near-ties below
+        scores = np.where(rng.random(n) < 0.1, np.nextafter(scores, np.inf), scores)
+        ranks = rng.permutation(3 * n)[:n].astype(np.int64)
+        assert order_by_score(scores, ranks).tolist() == np.lexsort((ranks, -scores)).tolist()
+        assert order_by_score(scores - 2.0, ranks).tolist() == np.lexsort((ranks, -(scores - 2.0))).tolist()

@@ -87,7 +87,7 @@ class ShardedSparse(ShardedStage):
         qids, payload = list(bags), [dict(b) for b in bags.values()]
         results = self.backend.broadcast("search", self.model, payload, k, self.threads)
         self.warn_unknown(qids, [r[1] for r in results.values()])
-        return merge({n: r[0] for n, r in results.items()}, len(qids), k)
+        return merge({n: r[0] for n, r in results.items()}, len(qids), k, len(self.index.shards))
 
     def warn_unknown(self, qids: list[str], known: list[list[int]]) -> None:
         """Warn (once per query) about queries none of whose terms any shard knows."""
@@ -180,7 +180,7 @@ class ShardedDense(ShardedStage):
             raise InputError(f"empty query text for query id(s) {', '.join(empty[:5])}")
         vectors = self.encoder.encode(list(queries.values()), desc="encoding queries")
         results = self.backend.broadcast("dense_search", vectors, self.hits, self.encoder.threads)
-        return self.to_run(list(queries), merge(results, len(queries), self.hits))
+        return self.to_run(list(queries), merge(results, len(queries), self.hits, len(self.index.shards)))
 
 
 def make_sharded_ranker(model: str, index: ShardedIndex, backend: ShardBackend | None = None,

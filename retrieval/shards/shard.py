@@ -23,7 +23,8 @@ from retrieval.shards.stats import load_shard_statistics
 from retrieval.sparse.models import CollectionStats
 from retrieval.sparse.searcher import ImpactSearcher, WeightedQuery
 
-Hits = tuple[np.ndarray, np.ndarray]  # (doc ids as a str array, float64 scores), in rank order
+# (doc ids as a str array, float64 scores[, local docnos]), in rank order
+Hits = tuple[np.ndarray, ...]
 FeedbackVector = tuple[list[str], np.ndarray, float]  # (terms, tfs as float64, their sum)
 FEEDBACK_TERM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
@@ -61,7 +62,7 @@ class ShardSearcher:
         queries = [self.weighted(bag) for bag in bags]
         results = self.searcher(model).search_many(queries, k, threads)
         ids = self.index.doc_ids
-        return [(ids[docs], np.asarray(scores, dtype=np.float64)) for docs, scores in results], \
+        return [(ids[docs], np.asarray(scores, dtype=np.float64), docs) for docs, scores in results], \
             [len(q) for q in queries]
 
     @cached_property
