@@ -29,3 +29,6 @@ bench: install
 	$(PYTHON) eval/bench_backends.py
 	$(PYTHON) eval/parity_sparse.py
 	$(PYTHON) eval/parity_backends.py
+	$(PYTHON) eval/bench_dense.py
+	$(PYTHON) eval/bench_shards.py
+	# longer: eval/bench_late.py, eval/bench_qa.py, eval/reliability.py
