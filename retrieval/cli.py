@@ -421,8 +421,9 @@ def _add_train_late(kinds: argparse._SubParsersAction) -> None:
         p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name),
                        help=f"(default {getattr(d, name)})")
     for name in ("lr", "temperature", "holdout", "anchor"):
+        note = "weight of ||W - W0||^2, keeping the projection near zero-shot " if name == "anchor" else ""
         p.add_argument("--" + name, type=float, default=getattr(d, name),
-                       help=f"(default {getattr(d, name)})")
+                       help=f"{note}(default {getattr(d, name)})")
     for name in ("titles", "augment", "markers"):
         p.add_argument("--" + name, action=argparse.BooleanOptionalAction, default=getattr(d, name),
                        help={"titles": "add title -> abstract pairs from the corpus",

@@ -204,7 +204,55 @@ def test_training_writes_a_loadable_checkpoint(tmp_path):
     assert LateModel(out, threads=1).dim == 8
 
 
-# Measured on the committed checkpoint (cached bf16 states): BM25 0.741 -> late 0.827 nDCG@10 on the
+LONG_TEXTS = [
+    "the design and performance of a simple oscillator using a resistance capacitance network for frequency "
+    "control is described and measurements of stability over a wide range of temperatures are reported here",
+    "binary circuits count backwards or forwards a transistorized module is described that can be used to "
+    "build logical circuits including a complete reversible counter measuring pulses in both directions",
+    "Optimum Merging from Mass Storage An algorithm is displayed which yields the merge orders such that the "
+    "total read time is minimized CACM February 1969 Patt CA690203 JB 6 5 6 6 5 6",
+]
+
+
+def test_ict_pairs_are_spans_of_the_corpus():
+    import random
+
+    from retrieval.late.pairs import MAX_SPAN, MIN_SPAN, corpus_pairs, ict_pair
+
+    pairs = corpus_pairs(LONG_TEXTS, limit=10, seed=3)
+    assert len(pairs) == 3 and pairs == corpus_pairs(LONG_TEXTS, limit=10, seed=3)  # seeded
+    for query, rest in pairs:
+        words = query.split()
+        assert MIN_SPAN <= len(words) <= MAX_SPAN and query not in rest
+        assert any(" ".join(rest.split()[:i] + words + rest.split()[i:]) == t
+                   for t in LONG_TEXTS for i in range(len(rest.split()) + 1))
+    assert corpus_pairs(LONG_TEXTS, limit=2, seed=3) == pairs[:2]
+    assert ict_pair("too short to split", random.Random(0)) is None
+
+
+def test_training_with_ict_pairs_from_a_corpus(tmp_path):
+    import json
+
+    from retrieval.late.config import TrainConfig
+    from retrieval.late.train import train
+    from retrieval.types import Qrels
+
+    corpus = tmp_path / "other.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": f"o{i}", "title": "", "text": t}) + "\n"
+                              for i, t in enumerate(LONG_TEXTS * 2)))
+    docs = {"d1": ("Cats", "The cat sat on the mat."), "d2": ("Dogs", "Dogs chase cats in the garden.")}
+    queries, qrels = Queries(q1="where do cats sit", q2="dog chases"), Qrels(q1={"d1": 1}, q2={"d2": 1})
+    first = Run({q: [(d, 1.0) for d in docs] for q in queries})
+    cfg = TrainConfig(dim=8, epochs=1, batch_size=4, negatives=1, holdout=0.5, depth=2,
+                      pairs_from=(str(corpus),), pairs_per_collection=4)
+    info = train(docs, queries, qrels, first, tmp_path / "ck.safetensors", cfg, cache_dir=tmp_path / "c",
+                 threads=1)
+    assert info["training_pairs"] == 1 + 2  # one supervised pair, 2 of 4 ICT pairs (half held out)
+    assert list(info["config"]["pairs_from"]) == [str(corpus)]
+    assert set(info["history"][-1]["ict_mrr"]) == {str(corpus)}
+
+
+# Measured on the committed checkpoint (cached bf16 states): BM25 0.741 -> late 0.839 nDCG@10 on the
 # first 20 SciFact test queries, top 20 reranked on the fly; the margin leaves room for fp32 CPUs.
 SLOW_QUERIES, SLOW_DEPTH, SLOW_MARGIN = 20, 20, 0.05
 
@@ -232,3 +280,31 @@ def test_checkpoint_beats_bm25_on_scifact_subset(scifact_subset_runs):
     base = evaluate(bm25, qrels, ["nDCG@10"])["nDCG@10"]
     ours = evaluate(late, qrels, ["nDCG@10"])["nDCG@10"]
     assert ours >= base + SLOW_MARGIN, (base, ours)
+
+
+# CACM has no training data of its own: the issue asks that the trained reranker not lose to BM25 there.
+# Reranking the top 20 (711 documents encoded on the fly; with the index build, 2-3 minutes on 2 cores)
+# keeps this test short; measured on the committed checkpoint (cached bf16 states): BM25 0.4544 -> late
+# 0.4855 nDCG@10 (top 100, eval/results/late.md: 0.4734 vs 0.4544).
+CACM_DEPTH = 20
+
+
+@pytest.fixture(scope="session")
+def cacm_runs(cacm_index):
+    """BM25 top-20 and the committed checkpoint's reranking of it, all CACM queries (built once)."""
+    from retrieval.sparse.rankers import BM25
+
+    queries = collections.load_topics("cacm")
+    bm25 = BM25(cacm_index, hits=CACM_DEPTH)(queries)
+    return bm25, LateReranker(cacm_index, None, threads=2, depth=CACM_DEPTH)(queries, bm25)
+
+
+@pytest.mark.slow
+def test_checkpoint_does_not_lose_to_bm25_on_cacm(cacm_runs):
+    from retrieval.evaluation import evaluate
+
+    bm25, late = cacm_runs
+    qrels = collections.load_qrels("cacm")
+    base = evaluate(bm25, qrels, ["nDCG@10"])["nDCG@10"]
+    ours = evaluate(late, qrels, ["nDCG@10"])["nDCG@10"]
+    assert ours >= base, (base, ours)

@@ -8,7 +8,8 @@ Modules: `encoder` (token states with markers / [MASK] augmentation, punctuation
 dropped), `model` (projection + L2 norm, MaxSim, safetensors checkpoints),
 `store` (the index's `late/` part: fp16 or int8, memory-mapped), `reranker`
 (the stage and `rerank`), `cache` (frozen encoder outputs for training),
-`train` (contrastive training with in-batch + BM25 hard negatives).
+`train` (contrastive training with in-batch + BM25 hard negatives, anchored to
+zero-shot), `pairs` (unsupervised Inverse Cloze Task pairs from a corpus).
 """
 
 from retrieval.late.model import DEFAULT_CHECKPOINT, ZERO_SHOT, LateModel, maxsim

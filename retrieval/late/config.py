@@ -9,7 +9,7 @@ from dataclasses import dataclass
 class TrainConfig:
     """Hyper-parameters of `train`; recorded in the checkpoint."""
 
-    dim: int = 128
+    dim: int = 384
     epochs: int = 12
     batch_size: int = 16
     negatives: int = 4
@@ -24,3 +24,6 @@ class TrainConfig:
     markers: bool = False
     query_length: int = 32
     doc_length: int = 256
+    pairs_from: tuple[str, ...] = ()
+    pairs_per_collection: int = 1000
+    anchor: float = 0.01

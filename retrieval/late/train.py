@@ -7,10 +7,16 @@ projection. Each step takes a batch of (query, relevant document) pairs, adds
 `negative_depth` (judged-relevant documents excluded), and minimises the
 cross-entropy of the positive's MaxSim score against every document in the
 batch (in-batch + hard negatives). Optionally, (title, rest of the abstract)
-pairs from the corpus are mixed in. A held-out slice of the training queries
-picks the epoch and the interpolation weight with the first stage; test
-qrels are never read. The projection starts from the principal directions of
-document token states, so the first epoch starts near zero-shot quality.
+pairs from the corpus are mixed in, and Inverse Cloze Task pairs (a span of a
+document -> the rest of it, `pairs.py`) from other collections' corpora
+(`pairs_from`; corpus text only, never their queries or qrels), whose
+held-out slice is scored (ICT MRR) each epoch for information. A held-out
+slice of the training queries picks the epoch and the interpolation weight
+with the first stage; test qrels are never read. The projection starts from the principal directions of
+document token states, so the first epoch starts near zero-shot quality (at
+dim = hidden size it *is* zero-shot: an orthonormal basis keeps every cosine),
+and `anchor` > 0 adds anchor * ||W - W0||^2 to the loss, which keeps the
+projection near that starting point (L2-SP regularisation).
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from retrieval.errors import InputError
 from retrieval.evaluation import evaluate
 from retrieval.late.cache import Packed, cached_states
 from retrieval.late.config import TrainConfig
 from retrieval.late.encoder import TokenEncoder
 from retrieval.late.model import maxsim, normalise, save_checkpoint
+from retrieval.late.pairs import corpus_pairs
 from retrieval.late.reranker import interpolate_ranking
 from retrieval.types import Qrels, Queries, Run
 
@@ -111,6 +119,8 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     """
     cfg = config or TrainConfig()
     start = time.time()
+    if threads:
+        torch.set_num_threads(threads)  # the result depends on the thread count (float reductions)
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
     encoder = TokenEncoder(encoder_model, query_length=cfg.query_length, doc_length=cfg.doc_length,
@@ -124,7 +134,7 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     qindex = {q: i for i, q in enumerate(qids)}
     order = sorted(qids, key=lambda q: random.Random(f"{cfg.seed}:{q}").random())
     held = set(order[:int(len(order) * cfg.holdout)])
-    pairs = [(qstates, qindex[q], dindex[d], q) for q in qids if q not in held
+    pairs = [(qstates, qindex[q], dstates, dindex[d], q) for q in qids if q not in held
              for d, g in qrels[q].items() if g > 0 and d in dindex]
     if cfg.titles:
         titled = [i for i, (t, x) in enumerate(docs.values()) if t and x]
@@ -132,14 +142,16 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
                                 desc="titles")
         bodies = cached_states(encoder, [docs[doc_ids[i]][1] for i in titled], False, cache_dir,
                                desc="abstracts")
-        pairs += [(tstates, j, ("body", j), None) for j in range(len(titled))]
-    else:
-        bodies = None
+        pairs += [(tstates, j, bodies, j, None) for j in range(len(titled))]
+    ict = {name: ict_states(encoder, name, cfg, cache_dir) for name in cfg.pairs_from}
+    for iq, idoc, n_train in ict.values():
+        pairs += [(iq, j, idoc, j, None) for j in range(n_train)]
     negatives = {q: [dindex[d] for d, _ in first_stage.get(q, [])[:cfg.negative_depth]
                      if qrels[q].get(d, 0) <= 0 and d in dindex] for q in qids}
     _log(f"{len(pairs)} training pairs, {len(held)} held-out queries, cache ready in "
          f"{time.time() - start:.0f}s")
-    w = torch.nn.Parameter(torch.from_numpy(pca_init(dstates.states, cfg.dim, cfg.seed)))
+    start_point = torch.from_numpy(pca_init(dstates.states, cfg.dim, cfg.seed))
+    w = torch.nn.Parameter(start_point.clone())
     opt = torch.optim.Adam([w], lr=cfg.lr)
     held_q = Queries((q, queries[q]) for q in qids if q in held)
     held_qrels = Qrels((q, qrels[q]) for q in held_q)
@@ -149,16 +161,20 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
         if epoch:
             rng.shuffle(pairs)
             for b in range(0, len(pairs), cfg.batch_size):
-                loss = _step(w, pairs[b:b + cfg.batch_size], dstates, bodies, negatives, cfg, rng)
+                loss = _step(w, pairs[b:b + cfg.batch_size], dstates, negatives, cfg, rng)
+                if cfg.anchor:
+                    loss = loss + cfg.anchor * (w - start_point).pow(2).sum()
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
         proj = w.detach().numpy().copy()
         late = rerank_cached(proj, qstates, qindex, dstates, dindex, held_run, cfg.depth)
         ndcg = evaluate(late, held_qrels, ["nDCG@10"])["nDCG@10"]
-        history.append({"epoch": epoch, "heldout_ndcg10": round(ndcg, 4),
+        mrr = {name: round(ict_mrr(proj, iq, idoc, n_train), 4) for name, (iq, idoc, n_train) in ict.items()}
+        history.append({"epoch": epoch, "heldout_ndcg10": round(ndcg, 4), "ict_mrr": mrr,
                         "seconds": round(time.time() - start, 1)})
-        _log(f"epoch {epoch}: held-out nDCG@10 {ndcg:.4f} ({time.time() - start:.0f}s)")
+        ict_note = f", held-out ICT MRR {mrr}" if mrr else ""
+        _log(f"epoch {epoch}: held-out nDCG@10 {ndcg:.4f}{ict_note} ({time.time() - start:.0f}s)")
         if ndcg > best[0]:
             best = (ndcg, proj, epoch)
     ndcg, proj, epoch = best
@@ -175,13 +191,15 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     return info
 
 
-def _step(w: torch.nn.Parameter, batch: list, dstates: Packed, bodies: Packed | None,
-          negatives: dict[str, list[int]], cfg: TrainConfig, rng: random.Random) -> torch.Tensor:
-    """Contrastive loss of one batch: positive i against all batch documents."""
-    queries = [(src, i) for src, i, _, _ in batch]
-    docs: list[tuple[Packed, int]] = []
-    for _, _, pos, _ in batch:
-        docs.append((bodies, pos[1]) if isinstance(pos, tuple) else (dstates, pos))
+def _step(w: torch.nn.Parameter, batch: list, dstates: Packed, negatives: dict[str, list[int]],
+          cfg: TrainConfig, rng: random.Random) -> torch.Tensor:
+    """Contrastive loss of one batch: positive i against all batch documents.
+
+    A pair is (query states, row, positive states, row, query id or None);
+    only pairs with a query id get BM25 hard negatives.
+    """
+    queries = [(qsrc, qi) for qsrc, qi, _, _, _ in batch]
+    docs: list[tuple[Packed, int]] = [(dsrc, di) for _, _, dsrc, di, _ in batch]
     for *_, qid in batch:
         pool = negatives.get(qid, []) if qid else []
         picks = rng.sample(pool, min(cfg.negatives, len(pool))) if pool else []
@@ -190,6 +208,40 @@ def _step(w: torch.nn.Parameter, batch: list, dstates: Packed, bodies: Packed | 
     d, dmask = _pad_mixed(docs)
     scores = _scores(w, q, qmask, d, dmask) / cfg.temperature
     return torch.nn.functional.cross_entropy(scores, torch.arange(len(batch)))
+
+
+def ict_states(encoder: TokenEncoder, name: str, cfg: TrainConfig,
+               cache_dir: str | Path | None) -> tuple[Packed, Packed, int]:
+    """Encoded ICT pairs from collection `name`'s corpus: (pseudo-queries, positives, training count).
+
+    Rows from the training count on are held out to measure ICT MRR each epoch.
+    """
+    from retrieval.collections import load_documents
+
+    pairs = corpus_pairs((d.contents for d in load_documents(name)), cfg.pairs_per_collection, cfg.seed)
+    if not pairs:
+        raise InputError(f"no ICT pairs could be made from {name!r} (documents too short)")
+    queries = cached_states(encoder, [q for q, _ in pairs], True, cache_dir, desc=f"{name} ICT queries")
+    positives = cached_states(encoder, [p for _, p in pairs], False, cache_dir, desc=f"{name} ICT passages")
+    n_train = len(pairs) - max(1, int(len(pairs) * cfg.holdout))
+    _log(f"{name}: {len(pairs)} ICT pairs from the corpus, {len(pairs) - n_train} held out")
+    return queries, positives, max(n_train, 0)
+
+
+def ict_mrr(w: np.ndarray, queries: Packed, positives: Packed, start: int) -> float:
+    """MRR of each held-out ICT pseudo-query's positive among all held-out positives (rows start..)."""
+    rows = list(range(start, len(queries)))
+    if not rows:
+        return 0.0
+    wt = np.ascontiguousarray(w.T, dtype=np.float32)
+    docs = [normalise(positives[i].astype(np.float32) @ wt) for i in rows]
+    offsets = np.concatenate([[0], np.cumsum([len(x) for x in docs])])
+    flat = np.concatenate(docs)
+    ranks = []
+    for j, i in enumerate(rows):
+        scores = maxsim(normalise(queries[i].astype(np.float32) @ wt), flat, offsets)
+        ranks.append(1.0 / (1 + int((scores > scores[j]).sum())))
+    return float(np.mean(ranks))
 
 
 def _pad_mixed(items: list[tuple[Packed, int]]) -> tuple[torch.Tensor, torch.Tensor]:
