@@ -110,7 +110,7 @@ def _analyse_batch(texts: list[str]) -> list[list[str]]:
     return [_worker_analyzer(t) for t in texts]
 
 
-def _pool_context() -> multiprocessing.context.BaseContext:
+def worker_context() -> multiprocessing.context.BaseContext:
     """Workers fork from a clean single-threaded server that has this module imported: cheap
     to start, unlike "spawn", and safe, unlike plain "fork" (forking a process whose torch /
     ONNX Runtime / OpenMP threads hold locks can deadlock the child)."""
@@ -129,7 +129,7 @@ def analyse_all(items: Iterable[T], text_of, analyzer: Analyzer, workers: int = 
         for item in items:
             yield item, analyzer(text_of(item))
         return
-    ctx = _pool_context()
+    ctx = worker_context()
     with ctx.Pool(workers, _init_worker, (analyzer.settings,)) as pool:
         pending: deque = deque()
         iterator = iter(items)

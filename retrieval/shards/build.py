@@ -7,7 +7,6 @@ statistics and the top-level manifest are complete.
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 from tqdm import tqdm
 
 from retrieval import storage
-from retrieval.analysis import Analyzer
+from retrieval.analysis import Analyzer, worker_context
 from retrieval.errors import InputError
 from retrieval.index import build_index
 from retrieval.shards.layout import GLOBAL_DIR, KIND, shard_name
@@ -63,8 +62,7 @@ def build_shards(parts: list[list[Document]], root: Path, source: str, analyzer:
             _build_one(docs, path, f"{source} {path.name}", analyzer.settings)
             bar.update()
     else:
-        # "spawn": forking a process with other threads running (Ray, ONNX Runtime) can deadlock.
-        context = multiprocessing.get_context("spawn")
+        context = worker_context()  # not plain fork: other threads (Ray, ONNX Runtime) may hold locks
         with ProcessPoolExecutor(min(workers, len(parts)), mp_context=context) as pool:
             jobs = [pool.submit(_build_one, docs, path, f"{source} {path.name}", analyzer.settings)
                     for docs, path in zip(parts, dirs)]
