@@ -524,7 +524,7 @@ def _add_train_reader(kinds: argparse._SubParsersAction) -> None:
     p = kinds.add_parser("reader", help="the QA span reader",
                          description="Fine-tune the extractive span reader (all layers) on SQuAD "
                          "data, leaving out every paragraph of the evaluation set.")
-    _add_reader_data_flags(p, epochs=2, lr=1e-4)
+    _add_reader_data_flags(p, epochs=3, lr=1e-4)
     p.add_argument("--base-model", default=None, help="encoder directory (default: MiniLM-L6)")
     p.add_argument("--impossible", type=float, default=1.0,
                    help="fraction of unanswerable questions kept (default 1.0)")
