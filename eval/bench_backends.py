@@ -48,7 +48,7 @@ from typing import Any
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-from benchlib import machine_line, publish  # noqa: E402
+from benchlib import machine_line, publish, timed_runs  # noqa: E402
 
 from retrieval.analysis import Analyzer  # noqa: E402
 from retrieval.collections import load_documents, load_topics  # noqa: E402
@@ -78,12 +78,7 @@ def median_time(fn: Callable[[], Any], repeats: int, name: str = "") -> float:
     warm = time.perf_counter() - start
     runs = max(1, min(repeats, int(BUDGET / max(warm, 1e-9))))
     RUNS[name] = runs
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(timed_runs(fn, runs))
 
 
 def tree_bytes(path: Path) -> int:

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from benchlib import machine_line, publish  # noqa: E402
+from benchlib import machine_line, median_time, publish  # noqa: E402
 
 from retrieval.collections import load_documents, load_topics  # noqa: E402
 from retrieval.formats.trec import format_run  # noqa: E402
@@ -36,17 +34,6 @@ from retrieval.shards.ray_backend import RayBackend, connect  # noqa: E402
 from retrieval.sparse.rankers import BM25  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "shards.md"
-
-
-def median_time(fn, repeats: int) -> float:
-    """Median wall time of fn() over `repeats` runs after one warm-up run."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def bench_collection(name: str, shard_counts: list[int], repeats: int, workdir: Path) -> list[dict]:

@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import bm25s  # noqa: E402
 import numpy as np  # noqa: E402
-from benchlib import machine_line, publish  # noqa: E402
+from benchlib import machine_line, median_time, publish  # noqa: E402
 
 from retrieval.analysis import Analyzer  # noqa: E402
 from retrieval.collections import load_documents, load_topics  # noqa: E402
@@ -37,17 +35,6 @@ from retrieval.index import Index, build_index  # noqa: E402
 from retrieval.sparse.rankers import BM25  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "sparse.md"
-
-
-def median_time(fn, repeats: int) -> float:
-    """Median wall time of fn() over `repeats` runs after one warm-up run."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def bench_collection(name: str, repeats: int, workdir: Path) -> list[dict]:

@@ -1,12 +1,31 @@
-"""Shared by the eval/ scripts: which machine ran them, and publishing their table."""
+"""Shared by the eval/ scripts: which machine ran them, timing, and publishing their table."""
 
 from __future__ import annotations
 
 import os
 import platform
+import statistics
 import sys
+import time
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+
+def timed_runs(fn: Callable[[], object], runs: int) -> list[float]:
+    """Wall times of `runs` calls of fn()."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def median_time(fn: Callable[[], object], repeats: int) -> float:
+    """Median wall time of fn() over `repeats` runs after one warm-up run."""
+    fn()
+    return statistics.median(timed_runs(fn, repeats))
 
 
 def cpu_model() -> str:
