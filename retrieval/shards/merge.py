@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from retrieval.shards.shard import Hits
+from retrieval.sparse.searcher import dropped_bits_matter, packed_keys
 
 
 class Merged(NamedTuple):
@@ -51,12 +52,9 @@ def order_by_score(scores: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     if not len(scores) or np.signbit(scores).any():
         return np.lexsort((ranks, -scores))
     shift = max(1, int(ranks.max()).bit_length())
-    keys = np.subtract(np.int64((1 << (63 - shift)) - 1), scores.view(np.int64) >> shift)
-    keys <<= shift
-    keys |= ranks
+    keys = packed_keys(scores, ranks, shift)
     order = np.argsort(keys)
-    high, ordered = keys[order] >> shift, scores[order]
-    if np.any((high[1:] == high[:-1]) & (ordered[1:] != ordered[:-1])):
+    if dropped_bits_matter(keys[order], scores[order], shift):
         return np.lexsort((ranks, -scores))
     return order
 

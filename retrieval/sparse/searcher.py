@@ -120,10 +120,7 @@ def top_k_rows(scores: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]
     """
     rows, n = scores.shape
     shift = max(1, (n - 1).bit_length())
-    keys = scores.view(np.int64) >> shift  # non-negative floats: bit patterns sort like values
-    np.subtract(np.int64((1 << (63 - shift)) - 1), keys, out=keys)
-    np.left_shift(keys, shift, out=keys)
-    np.bitwise_or(keys, np.arange(n, dtype=np.int64), out=keys)  # in place: big fresh arrays are slow
+    keys = packed_keys(scores, np.arange(n, dtype=np.int64), shift)
     straddles = np.zeros(rows, dtype=bool)
     if k < n:
         keys.partition(k - 1, axis=1)
@@ -133,13 +130,34 @@ def top_k_rows(scores: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]
     keys = np.sort(keys, axis=1)
     columns = keys & np.int64((1 << shift) - 1)
     top = np.take_along_axis(scores, columns, 1)
-    high = keys >> shift
-    inexact = np.any((high[:, 1:] == high[:, :-1]) & (top[:, 1:] != top[:, :-1]), axis=1)
+    inexact = dropped_bits_matter(keys, top, shift)
     for r in np.flatnonzero(straddles & ~inexact):
         inexact[r] = _differs_at_cut(scores[r], top[r, -1], shift)
     positive = np.count_nonzero(top > 0.0, axis=1)
     return [_exact_top_k(scores[r], k) if inexact[r] else (columns[r, :positive[r]], top[r, :positive[r]])
             for r in range(rows)]
+
+
+def packed_keys(scores: np.ndarray, ties: np.ndarray, shift: int) -> np.ndarray:
+    """int64 keys that sort non-negative `scores` descending, then `ties` (< 2**shift) ascending.
+
+    A key is the score's bit pattern (which sorts like the value for non-negative
+    floats) without its low `shift` bits, inverted, followed by the tie-breaker;
+    built in place, since big fresh arrays are slow. See dropped_bits_matter.
+    """
+    keys = scores.view(np.int64) >> shift
+    np.subtract(np.int64((1 << (63 - shift)) - 1), keys, out=keys)
+    np.left_shift(keys, shift, out=keys)
+    np.bitwise_or(keys, ties, out=keys)
+    return keys
+
+
+def dropped_bits_matter(sorted_keys: np.ndarray, sorted_scores: np.ndarray, shift: int) -> np.ndarray:
+    """Along the last axis: whether neighbours in key order share their kept bits but not their score
+    (then the order packed_keys gave may be wrong, and the caller redoes it exactly)."""
+    high = sorted_keys >> shift
+    return np.any((high[..., 1:] == high[..., :-1]) & (sorted_scores[..., 1:] != sorted_scores[..., :-1]),
+                  axis=-1)
 
 
 def _differs_at_cut(row: np.ndarray, kth: float, shift: int) -> bool:
