@@ -322,14 +322,12 @@ class Encoder:
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir, local_files_only=True)
         self.dim = int(AutoConfig.from_pretrained(self.model_dir, local_files_only=True)
                        .hidden_size)
-        self._side_by_side = self.threads  # batches encoded at once (torch: one thread each)
         self._forward = self._load_backend(cache_dir)
 
     def _load_backend(self, cache_dir: str | Path | None):
         if self.precision.startswith("onnx"):
             path = onnx_model(self.model_dir, self.checksum,
                               quantize=self.precision == "onnx-int8", cache_dir=cache_dir)
-            self._side_by_side = 1  # ONNX Runtime splits each batch over its own threads
             return onnx_forward(path, self.threads)
         from transformers import AutoModel
 
@@ -378,11 +376,13 @@ class Encoder:
 
         # torch: batches run side by side, one thread each, which is faster on CPU than
         # splitting every (small) matrix product over threads; the arithmetic is the same.
+        # ONNX Runtime instead splits each batch over its own threads.
         previous = torch.get_num_threads()
-        torch.set_num_threads(max(1, self.threads // self._side_by_side))
+        side_by_side = 1 if self.precision.startswith("onnx") else self.threads
+        torch.set_num_threads(max(1, self.threads // side_by_side))
         try:
             batches = padded_batches(ids, self.batch_size, self.tokenizer.pad_token_id or 0)
-            run_bounded(lambda b: encode_batch(*b), batches, self._side_by_side)
+            run_bounded(lambda b: encode_batch(*b), batches, side_by_side)
         finally:
             torch.set_num_threads(previous)
         bar.close()
