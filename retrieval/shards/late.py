@@ -61,18 +61,13 @@ class LateSource:
 class ShardedLateStore:
     """The shards' late stores behind one `gather(doc_ids)`, as `LateStore` offers."""
 
-    def __init__(self, index: ShardedIndex):
-        self.entry = index.parts[PART]
-        self.stores = [LateStore(Index.open(s.path)) for s in index.shards]
+    def __init__(self, entry: dict[str, Any], shards: list[Index], shard_of: dict[str, int]):
+        self.entry, self.shard_of = entry, shard_of
+        self.stores = [LateStore(shard) for shard in shards]
 
     def compatible(self, model: LateModel) -> bool:
         """Whether `model` produced every shard's store."""
         return all(store.compatible(model) for store in self.stores)
-
-    @cached_property
-    def shard_of(self) -> dict[str, int]:
-        """Doc id -> the shard holding it."""
-        return {d: i for i, store in enumerate(self.stores) for d in store.index.doc_id_list}
 
     def gather(self, doc_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The float32 tokens of `doc_ids` one after another, and their offsets."""
@@ -102,14 +97,19 @@ class ShardedDocuments:
 
     @cached_property
     def shards(self) -> list[Index]:
+        """Every shard, opened (and checksummed) once."""
         return [Index.open(s.path) for s in self.sharded.shards]
+
+    @cached_property
+    def shard_of(self) -> dict[str, int]:
+        """Doc id -> the number of the shard holding it."""
+        return {d: i for i, shard in enumerate(self.shards) for d in shard.doc_id_list}
 
     def text(self, doc_id: str) -> str:
         """A document's text from the shard holding it."""
-        for shard in self.shards:
-            if doc_id in shard.docno:
-                return shard.docstore.get(doc_id).contents
-        raise InputError(f"document {doc_id!r} is not in the sharded index", self.path)
+        if doc_id not in self.shard_of:
+            raise InputError(f"document {doc_id!r} is not in the sharded index", self.path)
+        return self.shards[self.shard_of[doc_id]].docstore.get(doc_id).contents
 
     def late_store(self) -> ShardedLateStore:
-        return ShardedLateStore(self.sharded)
+        return ShardedLateStore(self.sharded.parts[PART], self.shards, self.shard_of)
