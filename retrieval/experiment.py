@@ -70,10 +70,10 @@ def ensure_parts(cfg: Config, index: Index) -> Index:
     dense = cfg.parts.get("dense")
     if dense is None or index.has("dense"):
         return index
-    from retrieval.dense import DEFAULT_PRECISION, Encoder, add_dense
+    from retrieval.dense import Encoder, add_dense
 
     _note(f"adding the dense part to {cfg.index_path}")
-    encoder = Encoder(dense.get("encoder"), precision=dense.get("precision", DEFAULT_PRECISION))
+    encoder = Encoder(dense.get("encoder"), precision=dense.get("precision"))
     add_dense(index, encoder, dense.get("type", "flat"), dense.get("params"))
     return Index.open(cfg.index_path, verify=False)
 

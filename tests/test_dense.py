@@ -80,8 +80,9 @@ def test_output_order_and_batching_do_not_change_embeddings(fp32):
 
 
 def test_default_path_close_to_fp32(fp32, default):
+    # bf16 measured >= 0.999, the int8 default 0.985-0.990 (every Linear quantised: 0.976)
     cos = (default.encode(TEXTS) * fp32.encode(TEXTS)).sum(axis=1)
-    assert cos.min() > 0.99
+    assert cos.min() > 0.98
 
 
 def test_dense_part_and_retriever(index_dir, default):
@@ -217,11 +218,13 @@ def test_scifact_hybrid_with_weight_chosen_on_train(scifact_dense_index):
     assert ndcg >= 0.73
 
 
-def test_bf16_index_is_queried_through_onnx_on_a_cpu_without_bf16(monkeypatch):
-    import retrieval.dense.retriever as retriever
-
-    monkeypatch.setattr(retriever, "cpu_has_bf16", lambda: False)
-    assert retriever.query_precision({"precision": "bf16"}) == "onnx"
-    assert retriever.query_precision({"precision": "int8"}) == "int8"
-    monkeypatch.setattr(retriever, "cpu_has_bf16", lambda: True)
-    assert retriever.query_precision({"precision": "bf16"}) == "bf16"
+def test_dense_part_records_no_precision_and_queries_in_this_machines(index_dir, monkeypatch):
+    """An index never stores how it was encoded; its queries run in `auto` on whatever CPU opens it."""
+    monkeypatch.setenv("RETRIEVAL_NO_BF16", "1")
+    entry = build_dense_part(index_dir, IDS, TEXTS, encoder=Encoder(precision="fp32", progress=False))
+    assert "precision" not in entry
+    assert not any(str(v).startswith("/") for v in entry.values())
+    retriever = DenseRetriever(index_dir, k=2)
+    assert retriever.encoder.precision == "int8"  # no bf16 here: the int8 path (x86)
+    run = retriever(Queries({"q": "a cat on a mat"}))
+    assert run["q"][0][0] == "d1"

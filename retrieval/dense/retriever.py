@@ -8,7 +8,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from retrieval.dense.encoder import Encoder, cpu_has_bf16
+from retrieval.dense.encoder import Encoder
 from retrieval.dense.faiss_index import configure_search, load_dense_part
 from retrieval.errors import InputError
 from retrieval.types import Queries, Run
@@ -19,18 +19,13 @@ def _index_dir(index: Any) -> Path:
     return Path(getattr(index, "path", index))
 
 
-def query_precision(entry: dict) -> str:
-    """The index's encoder precision, or ONNX's fp32 graph where this CPU lacks bf16."""
-    precision = entry.get("precision", "fp32")
-    return "onnx" if precision == "bf16" and not cpu_has_bf16() else precision
-
-
 class DenseRetriever:
     """Top-k documents by inner product of query and document embeddings.
 
     `model` defaults to the model the index was built with; a model whose
-    weights differ (SHA-256) from the index's is refused. `precision` defaults
-    to the index's. `ef_search` / `nprobe` override HNSW / IVF search settings.
+    weights differ (SHA-256) from the index's is refused. `precision` defaults to
+    `auto`, this machine's fastest path, whatever the index was built with.
+    `ef_search` / `nprobe` override HNSW / IVF search settings.
     """
 
     def __init__(self, index: Any, model: str | Path | Encoder | None = None, k: int = 1000, *,
@@ -45,7 +40,7 @@ class DenseRetriever:
             self.encoder = model
         else:
             self.encoder = Encoder(model if model is not None else self.entry["model"],
-                                   precision=precision or query_precision(self.entry),
+                                   precision=precision,
                                    max_length=self.entry.get("max_length"), threads=threads,
                                    pooling=self.entry.get("pooling"),
                                    normalize=self.entry.get("normalize"), batch_size=batch_size)

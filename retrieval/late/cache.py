@@ -52,7 +52,8 @@ def cached_states(encoder: TokenEncoder, texts: Sequence[str], is_query: bool,
     """Token states of `texts` from the cache, encoding (and storing) them on a miss."""
     settings = {k: v for k, v in encoder.settings().items()
                 if k not in (("doc_length",) if is_query else ("query_length", "augment"))}
-    key = hashlib.sha256(json.dumps([settings, is_query, list(texts)]).encode()).hexdigest()
+    key = json.dumps([settings, encoder.precision, is_query, list(texts)])
+    key = hashlib.sha256(key.encode()).hexdigest()
     path = Path(cache_dir or default_cache_dir()) / key[:24]
     if not (path / "offsets.npy").is_file():
         packed = Packed.pack(encoder.encode(texts, is_query, desc=desc))

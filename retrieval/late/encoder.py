@@ -5,6 +5,8 @@ as ColBERT does) when `markers` is on; queries can be padded with [MASK] to
 `query_length` tokens (query augmentation). Document tokens that are pure
 punctuation are dropped. The states returned here are the encoder's last
 layer (hidden size, e.g. 384); `model.LateModel` projects and normalises them.
+Precision is this machine's (`retrieval.precision`, default `auto`) and batches
+run side by side, one thread each, as in the dense encoder.
 """
 
 from __future__ import annotations
@@ -21,21 +23,18 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
+from retrieval import precision as precisions  # noqa: E402
 from retrieval.dense.encoder import (  # noqa: E402
-    cpu_has_bf16,
+    default_threads,
     model_checksum,
+    model_name,
     padded_batches,
     resolve_model_dir,
+    run_side_by_side,
 )
 from retrieval.errors import InputError  # noqa: E402
 
 Q_MARKER, D_MARKER = "[unused0]", "[unused1]"
-PRECISIONS = ("fp32", "bf16")
-
-
-def default_precision() -> str:
-    """bf16 autocast where the CPU has bf16 instructions, else fp32."""
-    return "bf16" if cpu_has_bf16() else "fp32"
 
 
 class TokenEncoder:
@@ -49,17 +48,15 @@ class TokenEncoder:
 
         self.model_dir = resolve_model_dir(model)
         self.checksum = model_checksum(self.model_dir)
-        self.precision = precision or default_precision()
-        if self.precision not in PRECISIONS:
-            raise InputError(f"unknown precision {self.precision!r}; expected fp32 or bf16")
-        if self.precision == "bf16" and not cpu_has_bf16():
-            raise InputError("precision bf16 needs a CPU with bf16 instructions; use fp32")
+        self.precision = precisions.resolve(precision)
         self.query_length, self.doc_length = int(query_length), int(doc_length)
         self.markers, self.augment = bool(markers), bool(augment)
-        self.threads, self.batch_size, self.progress = threads, batch_size, progress
+        self.threads = threads or default_threads()
+        self.batch_size, self.progress = batch_size, progress
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir, local_files_only=True)
-        self.model = AutoModel.from_pretrained(self.model_dir, local_files_only=True).eval()
-        self.dim = int(self.model.config.hidden_size)
+        model = AutoModel.from_pretrained(self.model_dir, local_files_only=True).eval()
+        self.dim = int(model.config.hidden_size)
+        self.model = precisions.prepare(model, self.precision)
         vocab = self.tokenizer.get_vocab()
         self.marker_ids = (vocab[Q_MARKER], vocab[D_MARKER]) if Q_MARKER in vocab else None
         if self.markers and self.marker_ids is None:
@@ -69,10 +66,11 @@ class TokenEncoder:
                                  dtype=np.int64)
 
     def settings(self) -> dict:
-        """What a manifest or checkpoint records about the token encoder."""
-        return {"model": str(self.model_dir), "model_sha256": self.checksum,
+        """What a manifest or checkpoint records about the token encoder: never a path or a precision,
+        which belong to the machine that runs it."""
+        return {"model": model_name(self.model_dir), "model_sha256": self.checksum,
                 "query_length": self.query_length, "doc_length": self.doc_length,
-                "markers": self.markers, "augment": self.augment, "precision": self.precision}
+                "markers": self.markers, "augment": self.augment}
 
     def _ids(self, texts: Sequence[str], is_query: bool) -> list[list[int]]:
         limit = (self.query_length if is_query else self.doc_length) - (1 if self.markers else 0)
@@ -87,19 +85,18 @@ class TokenEncoder:
 
     @torch.inference_mode()
     def _forward(self, batch: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16"):
+        with precisions.autocast(self.precision):
             out = self.model(input_ids=torch.from_numpy(batch), attention_mask=torch.from_numpy(mask))
         return out.last_hidden_state.float().numpy()
 
     def encode(self, texts: Sequence[str], is_query: bool, desc: str = "encoding") -> list[np.ndarray]:
         """States (tokens, hidden) per text; document punctuation tokens dropped."""
-        if self.threads:
-            torch.set_num_threads(self.threads)
         ids = self._ids(texts, is_query)
         out: list[np.ndarray] = [np.zeros((0, self.dim), np.float32)] * len(ids)
         bar = tqdm(total=len(ids), desc=desc, unit="text",
                    disable=None if self.progress is None else not self.progress)
-        for rows, batch, mask in padded_batches(ids, self.batch_size, self.tokenizer.pad_token_id or 0):
+
+        def encode_batch(rows: list[int], batch: np.ndarray, mask: np.ndarray) -> None:
             states = self._forward(batch, mask)
             for j, i in enumerate(rows):
                 keep = np.arange(len(ids[i]))
@@ -107,5 +104,8 @@ class TokenEncoder:
                     keep = keep[~np.isin(batch[j, :len(ids[i])], self.skip_ids)]
                 out[i] = states[j, keep]
             bar.update(len(rows))
+
+        batches = padded_batches(ids, self.batch_size, self.tokenizer.pad_token_id or 0)
+        run_side_by_side(lambda b: encode_batch(*b), batches, self.threads, self.threads)
         bar.close()
         return out

@@ -19,7 +19,8 @@ from retrieval.storage import sha256_file
 
 ZERO_SHOT = "zero-shot"
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent.parent / "models" / "late" / "late.safetensors"
-ENCODER_KEYS = ("query_length", "doc_length", "markers", "augment", "precision")
+# Settings a checkpoint fixes; anything else in its metadata (e.g. an old "precision") is ignored.
+ENCODER_KEYS = ("query_length", "doc_length", "markers", "augment")
 
 
 def normalise(x: np.ndarray) -> np.ndarray:
@@ -46,10 +47,14 @@ def maxsim(query: np.ndarray, docs: np.ndarray, offsets: np.ndarray) -> np.ndarr
 
 
 class LateModel:
-    """Encode queries and documents into normalised token embeddings of size `dim`."""
+    """Encode queries and documents into normalised token embeddings of size `dim`.
+
+    `precision` is this machine's choice (default `auto`, see retrieval.precision).
+    """
 
     def __init__(self, model: str | Path | None = None, *, encoder_model: str | Path | None = None,
-                 threads: int | None = None, progress: bool | None = False, **overrides):
+                 threads: int | None = None, precision: str | None = None,
+                 progress: bool | None = False, **overrides):
         from retrieval.late.encoder import TokenEncoder
 
         self.projection: np.ndarray | None = None
@@ -66,7 +71,8 @@ class LateModel:
             self.name, self.checkpoint_sha256 = str(model), sha256_file(Path(model))
         settings = {k: v for k, v in settings.items() if k in ENCODER_KEYS}
         settings.update(overrides)
-        self.encoder = TokenEncoder(encoder_model, threads=threads, progress=progress, **settings)
+        self.encoder = TokenEncoder(encoder_model, threads=threads, precision=precision, progress=progress,
+                                    **settings)
         if self.projection is not None and self.projection.shape[1] != self.encoder.dim:
             raise InputError(f"checkpoint projects from {self.projection.shape[1]} dimensions but the "
                              f"encoder has {self.encoder.dim}", model)

@@ -55,16 +55,22 @@ def _open(index: Index | str | Path | None) -> Any:
     return Index.open(index)
 
 
-def _as_model(model: LateModel | str | Path | None, threads: int | None) -> LateModel:
-    return model if isinstance(model, LateModel) else LateModel(model, threads=threads)
+def _as_model(model: LateModel | str | Path | None, threads: int | None,
+              precision: str | None) -> LateModel:
+    if isinstance(model, LateModel):
+        return model
+    return LateModel(model, threads=threads, precision=precision)
 
 
 class LateReranker:
-    """Rerank a Run's top `depth` hits per query by MaxSim (a stage that needs a run)."""
+    """Rerank a Run's top `depth` hits per query by MaxSim (a stage that needs a run).
+
+    `precision` (default `auto`) is how queries and on-the-fly documents are encoded here.
+    """
 
     def __init__(self, index: Index | str | Path | None = None, model: LateModel | str | Path | None = None,
                  *, interpolate: float | None = None, depth: int = 100, use_store: bool | None = None,
-                 threads: int | None = None):
+                 threads: int | None = None, precision: str | None = None):
         from retrieval.late.store import PART, LateStore
 
         if depth < 1:
@@ -72,7 +78,7 @@ class LateReranker:
         if interpolate is not None and not 0.0 <= interpolate <= 1.0:
             raise InputError(f"interpolation weight must be in [0, 1], got {interpolate}")
         self.index = _open(index)
-        self.model = _as_model(model, threads)
+        self.model = _as_model(model, threads, precision)
         self.interpolate, self.depth = interpolate, depth
         self.store = None
         if self.index is not None and self.index.has(PART) and use_store is not False:

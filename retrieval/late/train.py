@@ -111,11 +111,14 @@ def _log(msg: str) -> None:
 
 def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, first_stage: Run,
           output: str | Path, config: TrainConfig | None = None, *, cache_dir: str | Path | None = None,
-          encoder_model: str | Path | None = None, threads: int | None = None) -> dict:
+          encoder_model: str | Path | None = None, threads: int | None = None,
+          precision: str | None = None) -> dict:
     """Train a projection on (queries, qrels) with hard negatives from `first_stage`.
 
     `docs` maps doc id -> (title, text). Writes the checkpoint to `output` and
     returns the training report (figures on the held-out training queries).
+    `precision` (default `auto`) is how the frozen encoder runs here; the
+    checkpoint does not record it and runs in any precision.
     """
     cfg = config or TrainConfig()
     start = time.time()
@@ -124,7 +127,8 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
     encoder = TokenEncoder(encoder_model, query_length=cfg.query_length, doc_length=cfg.doc_length,
-                           markers=cfg.markers, augment=cfg.augment, threads=threads, progress=None)
+                           markers=cfg.markers, augment=cfg.augment, threads=threads,
+                           precision=precision, progress=None)
     doc_ids = list(docs)
     dindex = {d: i for i, d in enumerate(doc_ids)}
     contents = [f"{t} {x}" if t else x for t, x in docs.values()]

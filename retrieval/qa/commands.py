@@ -22,12 +22,11 @@ def read_predictions(path: str | Path) -> dict[str, str]:
 
 
 def _pipeline(args: Namespace):
-    from retrieval.dense.encoder import cpu_has_bf16
     from retrieval.qa.pipeline import RetrieveThenRead
 
     return RetrieveThenRead(args.index, args.reader, k=args.k, temperature=args.temperature,
                             answerable=not args.keep_null, threads=args.threads,
-                            bf16=args.bf16 if args.bf16 is not None else cpu_has_bf16(),
+                            precision=args.precision,
                             query_model=args.query_model, bm25_weight=args.bm25_weight)
 
 
@@ -84,7 +83,7 @@ def cmd_train_reader(args: Namespace) -> None:
     info = train_reader(data, args.output, exclude=exclude, base_model=args.base_model,
                         epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
                         threads=args.threads, seed=args.seed, impossible=args.impossible,
-                        bf16=args.bf16, max_length=args.max_length, stride=args.stride,
+                        precision=args.precision, max_length=args.max_length, stride=args.stride,
                         log=lambda m: print(m, file=sys.stderr, flush=True))
     print(json.dumps(info, indent=2))
 
@@ -108,10 +107,7 @@ def cmd_train_realm(args: Namespace) -> None:
         examples = examples[::len(examples) // args.realm_questions][:args.realm_questions]
     faiss_index, doc_ids, _ = load_dense_part(Path(args.index))
     texts = {d.id: d.text for d in Index.open(args.index).docstore}
-    from retrieval.dense.encoder import cpu_has_bf16
-
-    bf16 = cpu_has_bf16() if args.bf16 is None else args.bf16
-    reader = SpanReader(args.reader, bf16=bf16, threads=args.threads)
+    reader = SpanReader(args.reader, precision=args.precision, threads=args.threads)
     info = train_query_side(examples, faiss_index.reconstruct_n(0, faiss_index.ntotal),
                             [str(d) for d in doc_ids], texts, reader, args.output, k=args.realm_k,
                             epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, seed=args.seed,

@@ -44,7 +44,7 @@ class RetrieveThenRead:
 
     def __init__(self, index: Any, reader: str | Path | SpanReader | None = None, *,
                  k: int = DEFAULT_K, temperature: float = DEFAULT_TEMPERATURE,
-                 answerable: bool = True, bf16: bool = False, threads: int | None = None,
+                 answerable: bool = True, precision: str | None = None, threads: int | None = None,
                  retriever: Any = None, query_model: str | Path | None = None,
                  bm25_weight: float = 0.0):
         from retrieval.dense import DenseRetriever
@@ -55,9 +55,9 @@ class RetrieveThenRead:
         if temperature <= 0:
             raise InputError(f"temperature must be positive, got {temperature}")
         self.index = open_index(index)
-        self.retriever = retriever or DenseRetriever(self.index, k=k, threads=threads)
+        self.retriever = retriever or DenseRetriever(self.index, k=k, threads=threads, precision=precision)
         self.reader = reader if isinstance(reader, SpanReader) else \
-            SpanReader(reader, bf16=bf16, threads=threads)
+            SpanReader(reader, precision=precision, threads=threads)
         self.k, self.temperature, self.answerable = k, temperature, answerable
         self.query_encoder = None
         self.bm25_weight = bm25_weight

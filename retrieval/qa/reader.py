@@ -20,6 +20,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from retrieval import precision as precisions  # noqa: E402
 from retrieval.errors import InputError  # noqa: E402
 from retrieval.qa.features import MAX_LENGTH, STRIDE, Window, make_windows  # noqa: E402
 from retrieval.qa.metrics import normalize_answer  # noqa: E402
@@ -114,16 +115,18 @@ def load_reader_model(path: str | Path | None = None):
 class SpanReader:
     """Read passages for a question: one `Reading` per passage.
 
-    `bf16` runs the encoder under bf16 autocast (needs CPU bf16 instructions).
+    `precision` is this machine's choice (default `auto`, see retrieval.precision).
     """
 
     def __init__(self, model: str | Path | None = None, *, max_length: int = MAX_LENGTH,
                  stride: int = STRIDE, max_answer_tokens: int = MAX_ANSWER_TOKENS,
-                 batch_size: int = 32, bf16: bool = False, threads: int | None = None):
-        self.model, self.tokenizer = load_reader_model(model)
+                 batch_size: int = 32, precision: str | None = None, threads: int | None = None):
+        self.precision = precisions.resolve(precision)
+        model, self.tokenizer = load_reader_model(model)
+        self.model = precisions.prepare(model, self.precision)
         self.max_length, self.stride = max_length, stride
         self.max_answer_tokens = max_answer_tokens
-        self.batch_size, self.bf16 = batch_size, bf16
+        self.batch_size = batch_size
         if threads:
             torch.set_num_threads(threads)
 
@@ -143,7 +146,7 @@ class SpanReader:
                 ids[i, :n] = torch.tensor(w.input_ids)
                 types[i, :n] = torch.tensor(w.token_type_ids)
                 mask[i, :n] = 1
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+            with precisions.autocast(self.precision):
                 res = self.model(input_ids=ids, token_type_ids=types, attention_mask=mask)
             s, e = res.start_logits.float().numpy(), res.end_logits.float().numpy()
             out.extend((s[i, :len(w.input_ids)], e[i, :len(w.input_ids)])

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import torch
 
-from retrieval.dense.encoder import cpu_has_bf16, resolve_model_dir
+from retrieval import precision as precisions
+from retrieval.dense.encoder import model_name, resolve_model_dir
 from retrieval.qa.features import MAX_LENGTH, STRIDE, Window, make_windows
 from retrieval.qa.squad import Example, exclude_paragraphs, read_squad
 from retrieval.storage import atomic_directory
@@ -85,22 +86,35 @@ def save_checkpoint(model, tokenizer, path: Path, info: dict) -> None:
         (tmp / "training.json").write_text(json.dumps(info, indent=2) + "\n")
 
 
+def _file_name(path: str | Path) -> str:
+    """A data file as the training record names it: relative to the data directory when inside it."""
+    from retrieval import collections
+
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(collections.data_dir().resolve()))
+    except ValueError:
+        return path.name
+
+
 def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | Path | None = None,
                  base_model: str | Path | None = None, epochs: int = 3, lr: float = 1e-4,
                  batch_size: int = 16, warmup: float = 0.1, weight_decay: float = 0.01,
                  max_length: int = MAX_LENGTH, stride: int = STRIDE, threads: int = 1,
-                 bf16: bool | None = None, seed: int = 0, limit: int | None = None,
+                 precision: str | None = None, seed: int = 0, limit: int | None = None,
                  impossible: float = 1.0, log: Callable[[str], None] = print) -> dict:
     """Train a span reader and write it to `output` (also `output`/epoch-N each epoch).
 
-    `impossible` is the fraction of unanswerable questions kept (1.0 = all).
+    `impossible` is the fraction of unanswerable questions kept (1.0 = all);
+    `precision` is fp32 or bf16 autocast (default `auto`: bf16 where the CPU has it).
+    The checkpoint runs in any precision; the record names files, never absolute paths.
     """
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     rng = random.Random(seed)
-    bf16 = cpu_has_bf16() if bf16 is None else bf16
+    bf16 = precisions.resolve(precision, precisions.TRAIN_PRECISIONS) == "bf16"
     examples = read_squad(train_file)
     if exclude:
         examples = exclude_paragraphs(examples, read_squad(exclude))
@@ -122,9 +136,10 @@ def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | P
     n_warm = max(1, int(warmup * steps))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min((s + 1) / n_warm, max(0.0, (steps - s) / max(1, steps - n_warm))))
-    info = {"train_file": str(train_file), "exclude": str(exclude or ""), "examples": len(examples),
+    info = {"train_file": _file_name(train_file), "exclude": _file_name(exclude) if exclude else "",
+            "examples": len(examples),
             "answerable": sum(not ex.impossible for ex in examples), "windows": len(windows),
-            "base_model": str(base), "epochs": epochs, "lr": lr, "batch_size": batch_size,
+            "base_model": model_name(base), "epochs": epochs, "lr": lr, "batch_size": batch_size,
             "warmup": warmup, "weight_decay": weight_decay, "max_length": max_length,
             "stride": stride, "impossible": impossible, "threads": threads, "bf16": bf16, "seed": seed}
     log(f"training on {len(examples)} questions, {len(windows)} windows, {steps} steps, bf16={bf16}")

@@ -58,16 +58,18 @@ def index(args: argparse.Namespace, dense_params: dict[str, int]) -> None:
     late = None
     if getattr(args, "late", False):
         from retrieval.late import LateModel
+        from retrieval.precision import torch_path
         from retrieval.shards.late import LateSource
 
-        late = LateSource(LateModel(args.late_model, threads=args.threads), args.late_compression)
+        model = LateModel(args.late_model, threads=args.threads, precision=torch_path(args.precision))
+        late = LateSource(model, args.late_compression)
     dense = None
     if args.dense_from:
         dense = DenseSource(None, args.dense_index, dense_params, reuse=args.dense_from)
     elif args.dense:
-        from retrieval.dense import DEFAULT_PRECISION, Encoder
+        from retrieval.dense import Encoder
 
-        encoder = Encoder(args.encoder, precision=args.precision or DEFAULT_PRECISION)
+        encoder = Encoder(args.encoder, precision=args.precision)
         dense = DenseSource(encoder, args.dense_index, dense_params)
     analyzer = Analyzer(stopwords=not args.no_stopwords, stemmer=None if args.no_stem else "porter")
     manifest = build_sharded_index(collections.load_documents(args.collection), args.index, args.shards,

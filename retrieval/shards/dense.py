@@ -69,7 +69,7 @@ def reuse_vectors(index_dir: Path, doc_ids: list[str]) -> tuple[np.ndarray, dict
                          f" (e.g. {missing[0] if missing else 'extra ones'!r}); rebuild it", index_dir)
     vectors = faiss_index.reconstruct_n(0, faiss_index.ntotal)
     model = {k: entry[k] for k in ("model", "model_sha256", "dim", "pooling", "normalize",
-                                   "max_length", "precision") if k in entry}
+                                   "max_length") if k in entry}
     return vectors[[row[d] for d in doc_ids]], model
 
 
@@ -82,7 +82,7 @@ def query_encoder(entry: dict[str, Any], path: Path, model: Any = None, precisio
         encoder = model
     else:
         encoder = Encoder(model if model is not None else entry["model"],
-                          precision=precision or entry.get("precision", "fp32"),
+                          precision=precision,
                           max_length=entry.get("max_length"), threads=threads,
                           pooling=entry.get("pooling"), normalize=entry.get("normalize"),
                           batch_size=batch_size)
