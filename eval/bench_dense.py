@@ -122,19 +122,20 @@ def best_batch_sizes(paths: dict, sample: list[str], sizes: list[int]) -> None:
 
 
 def make_paths(args) -> tuple[dict, dict[str, str]]:
-    """Our paths and the peer's, by row label; and each label's layout note."""
-    paths, layout = {}, {}
-    for name in args.paths:
-        paths[name] = our_path(name, args.threads)
-        layout[name] = ("ORT intra-op threads" if name.startswith("onnx")
-                        else f"{args.threads} batches side by side")
+    """The peer's paths and ours, by row label; and each label's layout note. The peer's process pools
+    start first: spawning them after ONNX Runtime sessions exist failed here (bad fds_to_keep)."""
+    peers, ours, layout = {}, {}, {}
     for precision in sorted({SAME_PRECISION[p] for p in args.paths}):
         for processes in (1, args.threads) if args.threads > 1 else (1,):
             label = f"{PEER} {precision}" + (f" ×{processes} processes" if processes > 1 else "")
-            paths[label] = PeerPath(precision, 1 if processes > 1 else args.threads, processes)
+            peers[label] = PeerPath(precision, 1 if processes > 1 else args.threads, processes)
             layout[label] = (f"{processes} processes, 1 thread each" if processes > 1
                              else f"{args.threads} torch threads")
-    return paths, layout
+    for name in args.paths:
+        ours[name] = our_path(name, args.threads)
+        layout[name] = ("ORT intra-op threads" if name.startswith("onnx")
+                        else f"{args.threads} batches side by side")
+    return {**ours, **peers}, layout
 
 
 def encoding_table(args, corpus, qids, qtexts, qrels) -> tuple[list[str], np.ndarray, np.ndarray]:

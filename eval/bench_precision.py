@@ -35,7 +35,9 @@ from retrieval import precision as precisions  # noqa: E402
 from retrieval.collections import data_dir, load_documents, load_qrels, load_topics  # noqa: E402
 from retrieval.evaluation import evaluate  # noqa: E402
 from retrieval.index import Index, build_index  # noqa: E402
+from retrieval.late import encoder as late_encoder  # noqa: E402
 from retrieval.late.model import LateModel, maxsim  # noqa: E402
+from retrieval.qa import reader as reader_module  # noqa: E402
 from retrieval.qa.marginal import marginalise  # noqa: E402
 from retrieval.qa.metrics import evaluate as squad_evaluate  # noqa: E402
 from retrieval.qa.pipeline import best_answers  # noqa: E402
@@ -92,13 +94,14 @@ def late_rows(args) -> list[str]:
     rng = np.random.default_rng(0)
     sample = [corpus[i].contents for i in rng.choice(len(corpus), args.sample, replace=False)]
     models = {p: LateModel(None, threads=args.threads, precision=p) for p in args.precisions}
+    auto = precisions.resolve(precisions.AUTO, int8_within_limit=late_encoder.INT8_WITHIN_LIMIT)
     times = timings({p: (lambda m=m: m.documents(sample)) for p, m in models.items()}, args.repeats)
     first, queries = bm25_top(args.workdir), load_topics("scifact")
     ndcg = {p: late_ndcg(m, first, texts, queries) for p, m in models.items()}
     rows = [f"| precision | documents/s median (range over {args.repeats}) | × fp32 | SciFact nDCG@10 "
             "(BM25 top-100 reranked) | Δ vs fp32 |", "|---|---:|---:|---:|---:|"]
     for p in models:
-        rows.append(f"| {_label(p)} | {rate_cell(args.sample, times[p])} | "
+        rows.append(f"| {_label(p, auto)} | {rate_cell(args.sample, times[p])} | "
                     f"{statistics.median(times['fp32']) / statistics.median(times[p]):.2f}× | {ndcg[p]:.4f} |"
                     f" {ndcg[p] - ndcg['fp32']:+.4f} |")
     return rows
@@ -107,6 +110,7 @@ def late_rows(args) -> list[str]:
 def reader_rows(args) -> list[str]:
     examples = read_squad(data_dir() / "xquad-en" / "xquad.en.json")
     readers = {p: SpanReader(precision=p, threads=args.threads) for p in args.precisions}
+    auto = precisions.resolve(precisions.AUTO, int8_within_limit=reader_module.INT8_WITHIN_LIMIT)
     head = examples[:args.sample]
     times = timings({p: (lambda r=r: r.read([e.question for e in head], [e.context for e in head]))
                      for p, r in readers.items()}, args.repeats)
@@ -121,13 +125,13 @@ def reader_rows(args) -> list[str]:
     for p in readers:
         em, f1 = scores[p]["exact"], scores[p]["f1"]
         speedup = statistics.median(times["fp32"]) / statistics.median(times[p])
-        rows.append(f"| {_label(p)} | {rate_cell(len(head), times[p])} | {speedup:.2f}× | {em:.1f} |"
+        rows.append(f"| {_label(p, auto)} | {rate_cell(len(head), times[p])} | {speedup:.2f}× | {em:.1f} |"
                     f" {f1:.1f} | {em - scores['fp32']['exact']:+.1f} / {f1 - scores['fp32']['f1']:+.1f} |")
     return rows
 
 
-def _label(precision: str) -> str:
-    return f"**{precision} (auto)**" if precision == precisions.resolve(precisions.AUTO) else precision
+def _label(precision: str, auto: str) -> str:
+    return f"**{precision} (auto)**" if precision == auto else precision
 
 
 def main() -> None:
@@ -146,8 +150,9 @@ def main() -> None:
     command = " ".join(["python eval/bench_precision.py", *sys.argv[1:]])
     publish(args.out, "\n".join([
         "# Late interaction and the QA reader in each precision", "",
-        f"{args.threads} cores; **auto** is the default on this CPU (`retrieval.precision`). Speed is timed"
-        f" round-robin on {args.sample} SciFact documents / XQuAD-en questions after a warm-up.", "",
+        f"{args.threads} cores; **auto** is each model's default on this CPU (`retrieval.precision`)."
+        f" Speed is timed round-robin on {args.sample} SciFact documents / XQuAD-en questions after a"
+        " warm-up.", "",
         "Late-interaction document encoding (committed checkpoint, max length 256):", "", *late, "",
         "QA reader (committed reader, windows of 384 tokens), closed setting over all 1,190 XQuAD-en"
         " questions:", "", *reader, "",

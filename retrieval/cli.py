@@ -155,13 +155,15 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("config", type=Path, help="experiment config, e.g. configs/cacm.yaml")
     p.add_argument("--output-dir", type=Path,
                    help="where runs and the report go (default: runs/<config name>)")
+    _add_precision_flag(p, "how the neural stages encode (a config's index.dense.precision wins for "
+                        "the dense part)")
     p.set_defaults(run=cmd_run)
 
 
 def cmd_run(args: argparse.Namespace) -> None:
     from retrieval.experiment import main as run_experiment
 
-    run_experiment(args.config, args.output_dir)
+    run_experiment(args.config, args.output_dir, args.precision)
 
 
 def parser() -> argparse.ArgumentParser:

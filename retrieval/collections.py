@@ -10,6 +10,7 @@ The data directory comes from `--data-dir`, else `$RETRIEVAL_DATA`, else
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tarfile
 from collections.abc import Callable, Iterator
@@ -165,6 +166,22 @@ def load_qrels(spec: str | Path) -> Qrels:
 
 
 def describe(spec: str | Path) -> str:
-    """A stable description of where a collection comes from (for manifests)."""
+    """A stable description of where a collection comes from (for manifests): its name, or for a
+    file or directory its own name and a SHA-256 of its contents, never the machine's path to it."""
     collection = named(spec)
-    return f"collection:{collection.name}" if collection else str(Path(spec).resolve())
+    if collection:
+        return f"collection:{collection.name}"
+    path = Path(spec)
+    return f"file:{path.name}#sha256:{_content_sha256(path)}" if path.exists() else f"file:{path.name}"
+
+
+def _content_sha256(path: Path) -> str:
+    """SHA-256 of a file, or of a directory's files (relative names and contents, in name order)."""
+    from retrieval.storage import sha256_file
+
+    if path.is_file():
+        return sha256_file(path)
+    digest = hashlib.sha256()
+    for item in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(f"{item.relative_to(path).as_posix()}\0{sha256_file(item)}\n".encode())
+    return digest.hexdigest()

@@ -21,6 +21,7 @@ from typing import Any
 from tqdm import tqdm
 
 from retrieval import collections, storage
+from retrieval import precision as precisions
 from retrieval.analysis import Analyzer
 from retrieval.config import Config, StageSpec, SweepSpec, load_config
 from retrieval.errors import InputError
@@ -46,7 +47,7 @@ def _note(message: str) -> None:
     print(f"retrieval: {message}", file=sys.stderr)
 
 
-def ensure_index(cfg: Config) -> Index:
+def ensure_index(cfg: Config, precision: str | None = None) -> Index:
     """Open the config's index, (re)building it first if missing or built differently."""
     source = collections.describe(cfg.collection)
     analyzer = Analyzer(stopwords=cfg.stopwords, stemmer=cfg.stemmer)
@@ -54,7 +55,7 @@ def ensure_index(cfg: Config) -> Index:
         index = Index.open(cfg.index_path)
         m = index.manifest
         if m.get("source") == source and m.get("analyzer") == analyzer.settings:
-            return ensure_parts(cfg, index)
+            return ensure_parts(cfg, index, precision)
         reason = "built from another source or with another analyzer"
     except InputError as e:
         missing = not (cfg.index_path / storage.MANIFEST).is_file()
@@ -62,10 +63,10 @@ def ensure_index(cfg: Config) -> Index:
     _note(f"building index {cfg.index_path} ({reason})")
     build_index(collections.load_documents(cfg.collection), cfg.index_path, source=source,
                 analyzer=analyzer)
-    return ensure_parts(cfg, Index.open(cfg.index_path, verify=False))
+    return ensure_parts(cfg, Index.open(cfg.index_path, verify=False), precision)
 
 
-def ensure_parts(cfg: Config, index: Index) -> Index:
+def ensure_parts(cfg: Config, index: Index, precision: str | None = None) -> Index:
     """Add the extra parts the config asks for (e.g. dense) when the index lacks them."""
     dense = cfg.parts.get("dense")
     if dense is None or index.has("dense"):
@@ -73,17 +74,18 @@ def ensure_parts(cfg: Config, index: Index) -> Index:
     from retrieval.dense import Encoder, add_dense
 
     _note(f"adding the dense part to {cfg.index_path}")
-    encoder = Encoder(dense.get("encoder"), precision=dense.get("precision"))
+    encoder = Encoder(dense.get("encoder"), precision=dense.get("precision", precision))
     add_dense(index, encoder, dense.get("type", "flat"), dense.get("params"))
     return Index.open(cfg.index_path, verify=False)
 
 
-def build_pipeline(stages: list[StageSpec], index: Index) -> Pipeline:
-    """The Pipeline for stage specs; ranker errors point at the config line."""
+def build_pipeline(stages: list[StageSpec], index: Index, precision: str | None = None) -> Pipeline:
+    """The Pipeline for stage specs; ranker errors point at the config line. `precision` is how
+    encoding stages run here unless a stage sets its own."""
     built = []
     for spec in stages:
         try:
-            built.append(make_ranker(spec.model, index, **spec.params))
+            built.append(make_ranker(spec.model, index, **{"precision": precision, **spec.params}))
         except InputError as e:
             if e.path is not None:
                 raise
@@ -122,16 +124,18 @@ class Context:
     qrels: Qrels
     output_dir: Path
     progress: bool = True
+    precision: str | None = None
     reused: int = 0
     computed: int = 0
     evaluations: dict[str, Any] = field(default_factory=dict)
 
     def key(self, what: Any, queries: Queries) -> str:
         return _digest({"v": CACHE_VERSION, "what": what, "index": self.index.manifest,
-                        "queries": _digest(queries), "remove_ids": self.cfg.remove_query_ids})
+                        "queries": _digest(queries), "remove_ids": self.cfg.remove_query_ids,
+                        "precision": precisions.resolve(self.precision)})  # this machine's
 
     def search(self, stages: list[StageSpec], queries: Queries) -> Run:
-        run = build_pipeline(stages, self.index)(queries)
+        run = build_pipeline(stages, self.index, self.precision)(queries)
         return run.without_query_ids() if self.cfg.remove_query_ids else run
 
     def cached_run(self, name: str, what: Any, compute: Callable[[], Run]) -> RunFile:
@@ -329,14 +333,15 @@ def _runs(ctx: Context) -> tuple[dict[str, RunFile], dict[str, str], list[SweepR
 
 
 def run_experiment(config: str | Path | Config, output_dir: str | Path | None = None,
-                   progress: bool = True) -> Outcome:
-    """Build what is missing, run every pipeline and sweep, evaluate and compare."""
+                   progress: bool = True, precision: str | None = None) -> Outcome:
+    """Build what is missing, run every pipeline and sweep, evaluate and compare; `precision`
+    (default auto) is how the neural stages run on this machine."""
     cfg = config if isinstance(config, Config) else load_config(config)
     out = Path(output_dir) if output_dir else Path("runs") / cfg.name
-    index = ensure_index(cfg)
+    index = ensure_index(cfg, precision)
     queries = collections.load_topics(cfg.topics, cfg.topic_field)
     qrels = collections.load_qrels(cfg.qrels)
-    ctx = Context(cfg, index, queries, qrels, out, progress)
+    ctx = Context(cfg, index, queries, qrels, out, progress, precision)
     cache = out / "evaluations.json"
     ctx.evaluations = json.loads(cache.read_text()) if cache.is_file() else {}
     runs, systems, sweeps = _runs(ctx)
@@ -350,11 +355,11 @@ def run_experiment(config: str | Path | Config, output_dir: str | Path | None = 
                    compare(pq, cfg.baseline, cfg.measures), sweeps, ctx.reused, ctx.computed)
 
 
-def main(config: str | Path, output_dir: str | Path | None = None) -> Outcome:
+def main(config: str | Path, output_dir: str | Path | None = None, precision: str | None = None) -> Outcome:
     """What `retrieval run` does: run, print the table, write the report."""
     from retrieval import report
 
-    outcome = run_experiment(config, output_dir)
+    outcome = run_experiment(config, output_dir, precision=precision)
     print(report.text_table(outcome))
     paths = report.write_report(outcome)
     _note(f"{outcome.computed} runs computed, {outcome.reused} reused from "

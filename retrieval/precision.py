@@ -11,11 +11,14 @@ them quantised, +0.0011 without). int8 activations are quantised per batch, so
 a text's embedding moves slightly with its batch-mates (cosine to fp32 about
 0.985-0.99; the same inputs still give the same bytes).
 
-`auto`, the default everywhere, picks the fastest path that stays within the
-loss limit (0.005 SciFact nDCG@10 against fp32; eval/results/dense.md):
-bf16 where the CPU has bf16 instructions, else int8 where torch's x86
-quantised kernels run (every x86-64 CPU with AVX2), else fp32 (e.g. ARM, not
-measured here).
+`auto`, the default everywhere, picks the fastest path that stays within each
+model's loss limit: bf16 where the CPU has bf16 instructions; else int8 where
+torch's x86 quantised kernels run (every x86-64 CPU with AVX2) and int8 meets
+the model's limit; else fp32 (also on ARM, not measured here). Measured
+(eval/results/dense.md, eval/results/precision.md): the dense encoder's int8
+is within 0.005 SciFact nDCG@10 of fp32; late interaction's is not (token
+embeddings are more sensitive than pooled ones: BM25 top-100 reranked 0.7632
+vs 0.7679), so late interaction runs fp32 without bf16.
 
 Set RETRIEVAL_NO_BF16=1 to make the package behave as if the CPU lacked bf16
 instructions; CI runs the model tests that way so the common CPU is covered
@@ -78,17 +81,19 @@ def int8_runs_fast() -> bool:
     return torch.backends.quantized.engine in ("x86", "fbgemm")
 
 
-def auto_precision() -> str:
-    """The fastest torch path within the loss limit on this CPU."""
+def auto_precision(int8_within_limit: bool = True) -> str:
+    """The fastest torch path within the loss limit on this CPU; `int8_within_limit` says whether
+    int8 meets the limit for the model at hand (measured: yes for dense, no for late interaction)."""
     if cpu_has_bf16():
         return "bf16"
-    return "int8" if int8_runs_fast() else "fp32"
+    return "int8" if int8_within_limit and int8_runs_fast() else "fp32"
 
 
-def resolve(precision: str | None, choices: tuple[str, ...] = TORCH_PRECISIONS) -> str:
+def resolve(precision: str | None, choices: tuple[str, ...] = TORCH_PRECISIONS, *,
+            int8_within_limit: bool = True) -> str:
     """A concrete precision for this machine from a user's choice (None or `auto`: auto_precision)."""
     if precision is None or precision == AUTO:
-        chosen = auto_precision()
+        chosen = auto_precision(int8_within_limit)
         return chosen if chosen in choices else "fp32"
     if precision not in choices:
         raise InputError(f"unknown precision {precision!r}; expected {AUTO} or one of "

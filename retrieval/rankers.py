@@ -34,12 +34,13 @@ def _qljm(index: Index, lam: float = 0.1, hits: int = 1000, threads: int = 1, **
 
 
 def _late(index: Index, checkpoint: str | None = None, interpolate: float | None = None, depth: int = 100,
-          threads: int = 1, **_: Any) -> Stage:
+          threads: int = 1, precision: str | None = None, **_: Any) -> Stage:
     """Late-interaction reranker: it needs a run, so use it after a first stage in a pipeline or
     with `retrieval search --candidates RUN` (checkpoint: a .safetensors path or zero-shot)."""
     from retrieval.late import LateReranker
 
-    return LateReranker(index, checkpoint, interpolate=interpolate, depth=depth, threads=threads)
+    return LateReranker(index, checkpoint, interpolate=interpolate, depth=depth, threads=threads,
+                        precision=precision)
 
 
 def _dense(index: Index, hits: int = 1000, encoder: str | None = None, precision: str | None = None,

@@ -78,3 +78,23 @@ def test_docnos_follow_doc_id_order_and_parallel_build_is_identical(tmp_path):
     assert index.inverted.doc_lengths.tolist() == [4, 4, 3, 4, 4]  # "a" is a stopword
     docs_of_b, _ = index.inverted.postings(index.inverted.term_ids["b"])
     assert docs_of_b.tolist() == [3]
+
+
+def test_manifest_names_no_path_of_the_building_machine(tiny_docs, tmp_path):
+    """A collection file is named by its file name and content checksum, never by an absolute path."""
+    from retrieval.cli import main as cli
+
+    assert cli(["index", "--collection", str(tiny_docs), "--index", str(tmp_path / "idx")]) == 0
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert manifest["source"].startswith("file:corpus.jsonl#sha256:")
+
+    def strings(obj):
+        if isinstance(obj, dict):
+            return [s for v in obj.values() for s in strings(v)]
+        if isinstance(obj, list):
+            return [s for v in obj for s in strings(v)]
+        return [obj] if isinstance(obj, str) else []
+    assert not [s for s in strings(manifest) if s.startswith("/") or str(tmp_path) in s]
+    tiny_docs.write_text(tiny_docs.read_text().replace("mat", "rug"))
+    from retrieval.collections import describe
+    assert describe(tiny_docs) != manifest["source"]  # an edited collection is another source
