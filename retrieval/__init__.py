@@ -4,6 +4,14 @@ Data flow: collection -> analysis -> index -> first stage -> rerankers -> Run
 -> run file / evaluation. See the README's architecture section.
 """
 
+import os
+
+# MKL's matrix products may take a different code path when several run at once
+# (concurrent searches of one index), changing the last bits of a score. AUTO
+# conditional numerical reproducibility keeps them identical at no measured cost;
+# it must be set before torch first calls MKL.
+os.environ.setdefault("MKL_CBWR", "AUTO")
+
 from retrieval.errors import InputError
 from retrieval.evaluation import evaluate, per_query
 from retrieval.formats import read_qrels, read_run, read_topics, write_run

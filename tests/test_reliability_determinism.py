@@ -132,3 +132,7 @@ def test_dense_and_late_rankings_identical_across_runs_and_threads(dense_index):
 
     with ThreadPoolExecutor(8) as pool:
         assert set(pool.map(job, range(8))) == {reference}
+    # Each batch runs on one torch thread whatever --threads says, so the bits do not depend on it.
+    one_thread = (DenseRetriever(dense_index, threads=1), LateReranker(dense_index, threads=1))
+    assert (format_run(one_thread[0](queries)),
+            format_run(one_thread[1](queries, first_stage))) == reference

@@ -172,12 +172,19 @@ def run_side_by_side(fn: Callable[[Any], None], batches: Iterable[Any], side_by_
     """fn(batch) for every batch, `side_by_side` batches at once with torch's threads split among them.
 
     Batches side by side, one thread each, are faster on CPU than splitting every
-    (small) matrix product over threads; the arithmetic per batch is the same.
+    (small) matrix product over threads. Each worker sets its own thread count
+    (torch's OpenMP setting is per thread), so a batch's arithmetic, and hence
+    its result to the last bit, does not depend on what else runs at the time.
     """
+    per_batch = max(1, threads // max(1, side_by_side))
+
+    def with_threads(batch: Any) -> None:
+        torch.set_num_threads(per_batch)
+        fn(batch)
+
     previous = torch.get_num_threads()
-    torch.set_num_threads(max(1, threads // max(1, side_by_side)))
     try:
-        run_bounded(fn, batches, side_by_side)
+        run_bounded(with_threads, batches, side_by_side)
     finally:
         torch.set_num_threads(previous)
 
