@@ -6,7 +6,7 @@ Like with like: every path of ours and of the peer (sentence-transformers' own
 `encode`) encodes the same random sample of SciFact documents at max length
 256 on the same number of cores, each at its best batch size from
 --batch-sizes and, for the peer, its best layout (torch threads, or its own
-multi-process pool with one thread per process). The peer runs at the same
+multi-process pool with one thread per process, for fp32). The peer runs at the same
 precision where it has one: fp32 as shipped, int8 with the same torch dynamic
 quantisation applied to its model, bf16 (where the CPU has it) with its model
 cast to bf16 as sentence-transformers documents. Timings: round-robin over all
@@ -20,6 +20,7 @@ RETRIEVAL_NO_BF16=1 it measures the paths a CPU without bf16 gets.
 from __future__ import annotations
 
 import argparse
+import atexit
 import hashlib
 import json
 import statistics
@@ -68,6 +69,7 @@ class PeerPath:
         if processes > 1:
             torch.set_num_threads(1)  # the pool's processes inherit one thread each
             self.pool = self.model.start_multi_process_pool(["cpu"] * processes)
+            atexit.register(self.model.stop_multi_process_pool, self.pool)
 
     def encode(self, texts: list[str], desc: str = "") -> np.ndarray:
         torch.set_num_threads(self.threads)
@@ -126,7 +128,9 @@ def make_paths(args) -> tuple[dict, dict[str, str]]:
     start first: spawning them after ONNX Runtime sessions exist failed here (bad fds_to_keep)."""
     peers, ours, layout = {}, {}, {}
     for precision in sorted({SAME_PRECISION[p] for p in args.paths}):
-        for processes in (1, args.threads) if args.threads > 1 else (1,):
+        # Its process pool only for fp32, as shipped: a second pool would not start here, and its spawned
+        # workers load the model afresh (no quantisation or cast).
+        for processes in (1, args.threads) if args.threads > 1 and precision == "fp32" else (1,):
             label = f"{PEER} {precision}" + (f" ×{processes} processes" if processes > 1 else "")
             peers[label] = PeerPath(precision, 1 if processes > 1 else args.threads, processes)
             layout[label] = (f"{processes} processes, 1 thread each" if processes > 1
