@@ -82,7 +82,7 @@ def our_path(name: str, threads: int) -> Encoder:
     return Encoder(precision=name, threads=threads, progress=False)
 
 
-def evaluate(doc_ids: list[str], docs: np.ndarray, qids: list[str], queries: np.ndarray, qrels) -> float:
+def evaluate(doc_ids: list[str], docs: np.ndarray, queries: np.ndarray, qids: list[str], qrels) -> float:
     index, _ = build_faiss(docs)
     scores, rows = index.search(queries, 1000)
     run = Run({q: [(doc_ids[r], float(s)) for r, s in zip(rows[i], scores[i])]
@@ -160,6 +160,9 @@ def encoding_table(args, corpus, qids, qtexts, qrels) -> tuple[list[str], np.nda
     peers = {p: max((n for n in paths if n.startswith(f"{PEER} {p}")), key=rate.get)
              for p in set(SAME_PRECISION.values()) if any(n.startswith(f"{PEER} {p}") for n in paths)}
     default_peer = peers["fp32"]
+    for name in paths:  # the timings, before the long full-corpus encodings
+        low, high = spread[name]
+        print(f"{name}: {rate[name]:.1f} docs/s ({low:.1f}-{high:.1f})", file=sys.stderr)
     ndcg = {name: evaluate(doc_ids, *full_encoding(name, paths[name], texts, qtexts), qids, qrels)
             for name in args.paths if name in args.ndcg_paths}
     auto = precisions.resolve(precisions.AUTO, tuple(args.paths))
