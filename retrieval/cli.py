@@ -45,6 +45,9 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                    help="collection name (cacm, scifact, vaswani, cranfield) or a path to a "
                    "BEIR .jsonl(.gz), TREC <DOC> file, SMART file, or HTML directory/.tar.gz")
     p.add_argument("--index", required=True, type=Path, help="index directory to create")
+    p.add_argument("--force", action="store_true",
+                   help="replace whatever is at --index even if it is not an index this tool wrote "
+                   "(by default only an index, an empty directory or nothing is replaced)")
     p.add_argument("--no-stopwords", action="store_true", help="keep Lucene's English stopwords")
     p.add_argument("--no-stem", action="store_true", help="do not Porter-stem terms")
     p.add_argument("--threads", type=int, default=1,
@@ -202,7 +205,8 @@ def cmd_index(args: argparse.Namespace) -> None:
             raise InputError("--no-stopwords/--no-stem apply to the native backend only")
         from retrieval.lucene import build_lucene_index
 
-        stats = build_lucene_index(args.collection, args.index, threads=args.threads)["stats"]
+        stats = build_lucene_index(args.collection, args.index, threads=args.threads,
+                                   force=args.force)["stats"]
         print(f"indexed {stats['documents']} documents, {stats['unique_terms']} unique terms, "
               f"{stats['total_terms']} terms (lucene) -> {args.index}", file=sys.stderr)
         return
@@ -211,7 +215,7 @@ def cmd_index(args: argparse.Namespace) -> None:
                             stemmer=None if args.no_stem else "porter")
         manifest = build_index(collections.load_documents(args.collection), args.index,
                                source=collections.describe(args.collection), analyzer=analyzer,
-                               workers=args.threads)
+                               workers=args.threads, force=args.force)
         stats = manifest["stats"]
         print(f"indexed {stats['documents']} documents, {stats['unique_terms']} unique terms, "
               f"{stats['total_terms']} terms -> {args.index}", file=sys.stderr)

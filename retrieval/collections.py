@@ -182,6 +182,8 @@ def _content_sha256(path: Path) -> str:
     if path.is_file():
         return sha256_file(path)
     digest = hashlib.sha256()
-    for item in sorted(p for p in path.rglob("*") if p.is_file()):
+    for item in sorted(p for p in path.rglob("*") if p.is_file() or p.is_symlink()):
+        if not item.exists():
+            raise InputError("broken symbolic link in the collection", item)
         digest.update(f"{item.relative_to(path).as_posix()}\0{sha256_file(item)}\n".encode())
     return digest.hexdigest()

@@ -332,6 +332,9 @@ def load_config(path: str | Path) -> Config:
         raise m.fail("'index' must be a mapping (path, stopwords, stemmer, dense)", "index")
     _check_keys(index, {"path", "stopwords", "stemmer", "dense"}, "index")
     name = _get(m, "name", str, Path(path).stem)
+    if not re.fullmatch(r"[\w.+=@-]+", name) or name in (".", ".."):
+        raise m.fail(f"name {name!r} must be one plain file name (letters, digits and _.+=@-; it names"
+                     " runs/<name>)", "name" if "name" in m else None)
     stemmer = index.get("stemmer", "porter")
     if stemmer not in ("porter", None):
         raise index.fail(f"stemmer must be porter or null, got {stemmer!r}", "stemmer")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -60,6 +61,7 @@ def ensure_index(cfg: Config, precision: str | None = None) -> Index:
     except InputError as e:
         missing = not (cfg.index_path / storage.MANIFEST).is_file()
         reason = "missing" if missing else e.message
+    storage.check_replaceable(cfg.index_path)  # never replace what is not an index, before any note
     _note(f"building index {cfg.index_path} ({reason})")
     build_index(collections.load_documents(cfg.collection), cfg.index_path, source=source,
                 analyzer=analyzer)
@@ -98,6 +100,23 @@ def build_pipeline(stages: list[StageSpec], index: Index, precision: str | None 
 def slug(name: str) -> str:
     """A file-name and run-tag safe form of a system name (bm25>>qld -> bm25-then-qld)."""
     return re.sub(r"[^\w.+=@-]+", "_", name.replace(">>", "-then-"))
+
+
+def read_cache(path: Path, empty: Any) -> Any:
+    """A JSON cache file's content; `empty` if it is missing, unreadable or not what was written
+    (a damaged cache only costs a recomputation)."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return empty
+    return value if isinstance(value, type(empty)) or empty is None else empty
+
+
+def file_stem(name: str) -> str:
+    """A system's file name: its slug, plus a hash of the exact name when the slug changed it,
+    so `a>>b` and `a-then-b` never share a cached run."""
+    stem = slug(name)
+    return stem if stem == name else f"{stem}.{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 @dataclass
@@ -140,14 +159,12 @@ class Context:
 
     def cached_run(self, name: str, what: Any, compute: Callable[[], Run]) -> RunFile:
         """The system's run file, recomputed only if its key changed or the file was altered."""
-        path = self.output_dir / "runs" / f"{slug(name)}.run"
+        path = self.output_dir / "runs" / f"{file_stem(name)}.run"
         keyfile = path.with_suffix(".key")
         key = self.key(what, self.queries)
-        if path.is_file() and keyfile.is_file():
-            stored = json.loads(keyfile.read_text())
-            if stored == {"key": key, "sha256": storage.sha256_file(path)}:
-                self.reused += 1
-                return RunFile(path, key, None)
+        if path.is_file() and read_cache(keyfile, None) == {"key": key, "sha256": storage.sha256_file(path)}:
+            self.reused += 1
+            return RunFile(path, key, None)
         run = compute()
         write_run(run, path, tag=slug(name))
         storage.write_json_atomic(keyfile, {"key": key, "sha256": storage.sha256_file(path)})
@@ -199,8 +216,8 @@ def with_params(stages: list[StageSpec], i: int, params: dict[str, Any]) -> list
 def _sweep_values(ctx: Context, spec: SweepSpec, queries: Queries,
                   qrels: Qrels) -> list[dict[str, float]]:
     """Per-query values of the sweep measure at every grid point (cached by key)."""
-    cache_path = ctx.output_dir / "sweeps" / f"{slug(spec.name)}.json"
-    cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
+    cache_path = ctx.output_dir / "sweeps" / f"{file_stem(spec.name)}.json"
+    cache = read_cache(cache_path, {})
     stages, out, fresh = ctx.cfg.pipelines[spec.pipeline], [], {}
     for point in tqdm(grid_points(spec.grid), desc=f"sweep {spec.name}", unit=" settings",
                       disable=None if ctx.progress else True):
@@ -332,18 +349,32 @@ def _runs(ctx: Context) -> tuple[dict[str, RunFile], dict[str, str], list[SweepR
     return runs, systems, sweeps
 
 
+def check_output_dir(out: Path) -> None:
+    """The experiment's output directory must be a directory (or creatable as one), before any work."""
+    for sub_dir in (out, out / "runs", out / "sweeps", out / "plots"):
+        if os.path.lexists(sub_dir) and not sub_dir.is_dir():
+            raise InputError("exists and is not a directory; expected the experiment's output directory",
+                             sub_dir)
+    parent = out
+    while not os.path.lexists(parent) and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"cannot create the output directory: {parent} is not a directory", out)
+
+
 def run_experiment(config: str | Path | Config, output_dir: str | Path | None = None,
                    progress: bool = True, precision: str | None = None) -> Outcome:
     """Build what is missing, run every pipeline and sweep, evaluate and compare; `precision`
     (default auto) is how the neural stages run on this machine."""
     cfg = config if isinstance(config, Config) else load_config(config)
     out = Path(output_dir) if output_dir else Path("runs") / cfg.name
+    check_output_dir(out)
     index = ensure_index(cfg, precision)
     queries = collections.load_topics(cfg.topics, cfg.topic_field)
     qrels = collections.load_qrels(cfg.qrels)
     ctx = Context(cfg, index, queries, qrels, out, progress, precision)
     cache = out / "evaluations.json"
-    ctx.evaluations = json.loads(cache.read_text()) if cache.is_file() else {}
+    ctx.evaluations = read_cache(cache, {})
     runs, systems, sweeps = _runs(ctx)
     values = {name: ctx.evaluate(rf) for name, rf in runs.items()}
     storage.write_json_atomic(cache, {k: v for k, v in ctx.evaluations.items()

@@ -33,15 +33,17 @@ DOCIDS_FILE = "docids.npy"
 
 def build_index(documents: Iterable[Document], path: str | Path, source: str = "",
                 analyzer: Analyzer | None = None, progress: bool = True,
-                workers: int = 1) -> dict[str, Any]:
+                workers: int = 1, force: bool = False) -> dict[str, Any]:
     """Build doc store + inverted index at `path` atomically; returns the manifest.
 
     An existing index at `path` is replaced only once the new one is complete.
     `workers` > 1 analyses text in that many processes (same index, faster).
+    Anything else at `path` (a file, a directory that is not an index) is refused
+    unless `force`.
     """
     analyzer = analyzer or Analyzer()
     path = Path(path)
-    with storage.atomic_directory(path) as tmp:
+    with storage.atomic_directory(path, storage.is_index_dir, force) as tmp:
         builder, doc_ids = InvertedIndexBuilder(), []
         stored = write_docstore(tmp / DOCSTORE_FILE, documents)
         analysed = analyse_all(stored, Document.contents.fget, analyzer, workers)
@@ -79,10 +81,20 @@ class Index:
         if self.manifest.get("kind") == "sharded":
             raise InputError(f"this is a sharded index ({len(self.manifest.get('shards', []))} shards);"
                              " `retrieval search` and retrieval.shards search it", self.path)
+        missing = {DOCSTORE_FILE, DOCIDS_FILE} - set(self.manifest["files"])
+        if missing:
+            raise InputError(f"manifest files must list {', '.join(sorted(missing))}; rebuild the index",
+                             self.path / storage.MANIFEST)
         if verify:
-            storage.verify_files(self.path, self.manifest.get("files", {}))
-            for part in self.manifest.get("parts", {}).values():
-                storage.verify_files(self.path, part.get("files", {}))
+            storage.verify_files(self.path, self.manifest["files"])
+            for part in self.manifest["parts"].values():
+                storage.verify_files(self.path, part["files"])
+        ids = self.doc_ids
+        if (len(ids) != self.manifest["stats"]["documents"] or ids.dtype.kind != "U" or ids.ndim != 1
+                or not (ids[:-1] < ids[1:]).all()):
+            raise InputError(f"expected {self.manifest['stats']['documents']} distinct sorted doc ids"
+                             f" (strings), found {len(ids)} of {ids.dtype}; rebuild the index",
+                             self.path / DOCIDS_FILE)
 
     @classmethod
     def open(cls, path: str | Path, verify: bool = True) -> Index:

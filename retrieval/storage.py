@@ -16,8 +16,10 @@ import hashlib
 import json
 import os
 import shutil
+import stat
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
@@ -67,31 +69,112 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
+def _abandoned(target: Path, kind: str) -> Iterator[Path]:
+    """Temporary siblings of `target` of this kind ("tmp"/"old") whose building process is gone."""
+    for leftover in sorted(target.parent.glob(f".{glob_escape(target.name)}.{kind}-*-*")):
+        pid = leftover.name[len(f".{target.name}.{kind}-"):].split("-", 1)[0]
+        if pid.isdigit() and not _process_alive(int(pid)):
+            yield leftover
+
+
+def recover_interrupted(target: Path) -> bool:
+    """Put back the previous `target` if a replace was killed between its two renames.
+
+    Replacing moves the old directory into `.NAME.old-PID-*/previous`, then the
+    new one into place; a kill in between leaves no `target`. Returns whether
+    the previous one was restored.
+    """
+    target = Path(target)
+    if os.path.lexists(target):
+        return False
+    for leftover in _abandoned(target, "old"):
+        previous = leftover / "previous"
+        if os.path.lexists(previous):
+            os.rename(previous, target)
+            shutil.rmtree(leftover, ignore_errors=True)
+            print(f"retrieval: note: restored {target} from an interrupted replace", file=sys.stderr)
+            return True
+    return False
+
+
 def remove_abandoned(target: Path) -> None:
-    """Delete temporary siblings of `target` left by builds whose process was killed."""
+    """Delete temporary siblings of `target` left by builds whose process was killed
+    (after putting back a previous `target` such a build had moved aside)."""
+    recover_interrupted(target)
     for kind in ("tmp", "old"):
-        for leftover in target.parent.glob(f".{glob_escape(target.name)}.{kind}-*-*"):
-            pid = leftover.name[len(f".{target.name}.{kind}-"):].split("-", 1)[0]
-            if not pid.isdigit() or _process_alive(int(pid)):
-                continue
-            if leftover.is_dir():
+        for leftover in _abandoned(target, kind):
+            if leftover.is_dir() and not leftover.is_symlink():
                 shutil.rmtree(leftover, ignore_errors=True)
             else:
                 leftover.unlink(missing_ok=True)
 
 
-@contextlib.contextmanager
-def atomic_directory(target: Path) -> Iterator[Path]:
-    """Yield a temporary directory that replaces `target` only if the block succeeds."""
+def is_index_dir(path: Path) -> bool:
+    """Whether `path` is a directory holding a manifest this package wrote (any index kind)."""
+    try:
+        manifest = json.loads((Path(path) / MANIFEST).read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("format_version") == FORMAT_VERSION
+
+
+def is_model_dir(path: Path) -> bool:
+    """Whether `path` is a model directory this package trained (it records training.json)."""
+    return (Path(path) / "training.json").is_file()
+
+
+def check_replaceable(target: Path, ours: Callable[[Path], bool] = is_index_dir,
+                      force: bool = False) -> None:
+    """Refuse to replace what is at `target` unless it is absent, an empty directory, ours or `force`d."""
     target = Path(target)
+    if not os.path.lexists(target) or force:
+        return
+    if target.is_symlink():
+        raise InputError("is a symbolic link; refusing to replace it (give the real path, or --force)",
+                         target)
+    if not target.is_dir():
+        raise InputError("exists and is not a directory; refusing to replace it (remove it, choose"
+                         " another path, or --force)", target)
+    if any(target.iterdir()) and not ours(target):
+        raise InputError("exists and is not what this tool writes here; refusing to replace it"
+                         " (remove it, choose another path, or --force)", target)
+
+
+def _checked_target(target: Path) -> Path:
+    """`target` made absolute, refusing paths that name no directory entry (`/`, `.`-ish roots)."""
+    absolute = Path(os.path.abspath(target))
+    if absolute == absolute.parent:
+        raise InputError("cannot build at the file system root; choose a directory path", target)
+    if absolute == Path.cwd() or absolute in Path.cwd().parents:
+        raise InputError("is the current directory or one of its parents; choose another path", target)
+    parent = absolute.parent
+    while not os.path.lexists(parent):
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"cannot create a directory here: {parent} is not a directory", target)
+    return absolute
+
+
+@contextlib.contextmanager
+def atomic_directory(target: Path, ours: Callable[[Path], bool] | None = None,
+                     force: bool = False) -> Iterator[Path]:
+    """Yield a temporary directory that replaces `target` only if the block succeeds.
+
+    With `ours` (a test for what this package writes at `target`), anything else
+    already there is refused unless `force`d; without it, `target` is a part of
+    an index the caller has opened.
+    """
+    target = _checked_target(Path(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned(target)
+    if ours is not None:
+        check_replaceable(target, ours, force)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=target.parent))
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; indexes are shared like any file
     try:
         yield tmp
         _fsync_tree(tmp)
-        if target.exists():
+        if os.path.lexists(target):
             _forget_part(target)
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-{os.getpid()}-", dir=target.parent))
             os.rename(target, old / "previous")
@@ -126,6 +209,8 @@ def _forget_part(target: Path) -> None:
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write a file whole or not at all (temp file + fsync + rename)."""
     path = Path(path)
+    if path.is_dir():
+        raise InputError("is a directory; expected a file to write", path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=path.parent)
@@ -141,6 +226,46 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def write_output(path: str | Path, data: bytes) -> None:
+    """Write a user-named output file: never replace what is not a regular file.
+
+    `-` is stdout; a character device or FIFO (/dev/null, a pipe) is written
+    through; a symbolic link is followed, and its target replaced atomically as
+    a shell's `>` would write it; a directory or other special file is refused.
+    A regular or new file is written whole or not at all (write_bytes_atomic).
+    """
+    if str(path) == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    path = Path(path)
+    real = Path(os.path.realpath(path))
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as e:
+        raise InputError(f"cannot write here ({e.strerror})", path) from None
+    if mode is not None and (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+        with open(real, "wb") as f:
+            f.write(data)
+        return
+    if mode is not None and stat.S_ISDIR(mode):
+        raise InputError("is a directory; expected a file name to write", path)
+    if mode is not None and not stat.S_ISREG(mode):
+        raise InputError("is a special file (not a regular file, device or pipe); refusing to"
+                         " replace it", path)
+    parent = real.parent
+    while not os.path.lexists(parent):
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"cannot create the file: {parent} is not a directory", path)
+    try:
+        write_bytes_atomic(real, data)
+    except PermissionError as e:
+        raise InputError(f"cannot write ({e.strerror})", path) from None
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -168,10 +293,34 @@ def checksum_tree(root: Path, prefix: str = "") -> dict[str, dict[str, Any]]:
     return {prefix + p.relative_to(root).as_posix(): checksum_file(p) for p in files}
 
 
+def safe_name(name: object, what: str, where: str | Path | None = None) -> str:
+    """`name` if it is one plain path component (no `/`, not `.` or `..`, no NUL), else InputError."""
+    if (not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name
+            or "\0" in name):
+        raise InputError(f"{what} {name!r} is not a plain file name (expected letters, digits, . _ -;"
+                         " no / or ..)", where)
+    return name
+
+
+def index_file(index_dir: Path, rel: object) -> Path:
+    """The file `rel` (a manifest key) inside `index_dir`: never outside it, never through a symlink."""
+    manifest = Path(index_dir) / MANIFEST
+    if not isinstance(rel, str):
+        raise InputError(f"manifest lists a file name that is not a string ({rel!r})", manifest)
+    for part in rel.split("/"):
+        safe_name(part, "manifest file", manifest)
+    path = Path(index_dir)
+    for part in rel.split("/"):
+        path = path / part
+        if path.is_symlink():
+            raise InputError("is a symbolic link inside the index; refusing to follow it", path)
+    return path
+
+
 def verify_files(index_dir: Path, files: dict[str, dict[str, Any]]) -> None:
     """Raise InputError naming the first missing, truncated or altered file."""
     for rel, meta in files.items():
-        path = Path(index_dir) / rel
+        path = index_file(index_dir, rel)
         if not path.is_file():
             raise InputError("index file is missing; rebuild the index", path)
         if path.stat().st_size != meta["bytes"]:
@@ -181,9 +330,44 @@ def verify_files(index_dir: Path, files: dict[str, dict[str, Any]]) -> None:
             raise InputError("index file is altered (checksum mismatch); rebuild the index", path)
 
 
+def _checksums(value: object, where: str, path: Path) -> None:
+    """A manifest's checksum list: {relative path: {sha256: 64 hex digits, bytes: integer >= 0}}."""
+    if not isinstance(value, dict) or not value:
+        raise InputError(f"manifest {where} must list files with checksums (a non-empty object);"
+                         " rebuild the index", path)
+    for rel, meta in value.items():
+        ok = (isinstance(meta, dict) and isinstance(meta.get("sha256"), str)
+              and len(meta["sha256"]) == 64 and isinstance(meta.get("bytes"), int)
+              and not isinstance(meta["bytes"], bool) and meta["bytes"] >= 0)
+        if not ok:
+            raise InputError(f"manifest {where}[{rel!r}] must be {{sha256, bytes}}; rebuild the index", path)
+
+
+def check_manifest(manifest: dict[str, Any], path: Path) -> None:
+    """The manifest's shape: checksums for its files and every part's files, stats, analyzer."""
+    _checksums(manifest.get("files"), "files", path)
+    parts = manifest.get("parts")
+    if not isinstance(parts, dict) or not parts:
+        raise InputError("manifest parts must be a non-empty object; rebuild the index", path)
+    for name, part in parts.items():
+        safe_name(name, "manifest part", path)
+        if not isinstance(part, dict):
+            raise InputError(f"manifest part {name!r} must be an object; rebuild the index", path)
+        if manifest.get("kind") != "sharded":
+            _checksums(part.get("files"), f"parts[{name!r}].files", path)
+    stats = manifest.get("stats")
+    documents = stats.get("documents") if isinstance(stats, dict) else None
+    if not isinstance(documents, int) or isinstance(documents, bool) or documents < 1:
+        raise InputError("manifest stats.documents must be a positive integer; rebuild the index", path)
+    if not isinstance(manifest.get("analyzer"), dict):
+        raise InputError("manifest analyzer must be an object; rebuild the index", path)
+
+
 def read_manifest(index_dir: Path) -> dict[str, Any]:
     """Load and check an index's manifest: it exists, parses, and has our format version."""
     path = Path(index_dir) / MANIFEST
+    if not os.path.lexists(index_dir):
+        recover_interrupted(Path(os.path.abspath(index_dir)))
     if not Path(index_dir).is_dir():
         raise InputError("no index here (directory does not exist); build it with `retrieval index`",
                          index_dir)
@@ -197,8 +381,9 @@ def read_manifest(index_dir: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or "format_version" not in manifest:
         raise InputError("manifest has no format_version; not an index of this tool", path)
     if manifest["format_version"] != FORMAT_VERSION:
-        raise InputError(f"index format version {manifest['format_version']} is not supported"
-                         f" (this version reads {FORMAT_VERSION}); rebuild the index", path)
+        raise InputError(f"index format version {manifest['format_version']!r} is not supported"
+                         f" (this version reads the integer {FORMAT_VERSION}); rebuild the index", path)
+    check_manifest(manifest, path)
     return manifest
 
 

@@ -138,6 +138,9 @@ def load_dense_part(index_dir: Path, verify: bool = True
         raise InputError(f"cannot read FAISS index ({str(e).splitlines()[0]}); rebuild the index",
                          root / INDEX_FILE) from None
     doc_ids = storage.load_array(root / DOC_IDS_FILE, mmap=False)
+    if entry.get("dim") is not None and index.d != entry["dim"]:
+        raise InputError(f"FAISS index has {index.d} dimensions, the manifest says {entry['dim']};"
+                         " rebuild the index", root / INDEX_FILE)
     if index.ntotal != len(doc_ids):
         raise InputError(f"FAISS index has {index.ntotal} vectors for {len(doc_ids)} doc ids;"
                          " rebuild the index", root)

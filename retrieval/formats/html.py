@@ -76,4 +76,12 @@ def read_html_directory(path: str | Path) -> Iterator[Document]:
     """Documents from the .html files under a directory, in sorted path order."""
     files = sorted(p for p in Path(path).rglob("*") if p.suffix.lower() in HTML_SUFFIXES)
     for file in files:
-        yield html_to_document(file.stem, decode(file.read_bytes(), file))
+        if file.is_symlink() and not file.exists():
+            raise InputError("broken symbolic link in the collection; expected an .html file", file)
+        if file.is_dir():
+            continue  # a directory named *.html: its files are listed by rglob themselves
+        try:
+            data = file.read_bytes()
+        except OSError as e:
+            raise InputError(f"cannot read ({e.strerror})", file) from None
+        yield html_to_document(file.stem, decode(data, file))

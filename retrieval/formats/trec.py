@@ -8,7 +8,7 @@ from pathlib import Path
 
 from retrieval.errors import InputError
 from retrieval.formats.textfile import numbered_lines, read_text
-from retrieval.storage import write_bytes_atomic
+from retrieval.storage import write_output
 from retrieval.types import Document, Qrels, Queries, Run
 
 _DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S | re.I)
@@ -169,8 +169,8 @@ def format_run(run: Run, tag: str = "retrieval") -> str:
 
 
 def write_run(run: Run, path: str | Path, tag: str = "retrieval") -> None:
-    """Write a TREC run file whole or not at all."""
-    write_bytes_atomic(Path(path), format_run(run, tag).encode())
+    """Write a TREC run file whole or not at all (`-` is stdout; see storage.write_output)."""
+    write_output(path, format_run(run, tag).encode())
 
 
 def read_run(path: str | Path) -> Run:

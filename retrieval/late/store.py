@@ -146,9 +146,14 @@ class LateStore:
         self.embeddings = storage.load_array(path / "embeddings.npy")
         self.offsets = storage.load_array(path / "offsets.npy", mmap=False)
         self.scales = storage.load_array(path / "scales.npy") if self.compression == "int8" else None
-        if len(self.offsets) != index.num_docs + 1:
-            raise InputError("late store does not match the index's documents; rebuild it with"
-                             " `retrieval index --late`", path)
+        offsets, emb = self.offsets, self.embeddings
+        consistent = (offsets.ndim == 1 and offsets.dtype.kind in "iu" and len(offsets) == index.num_docs + 1
+                      and offsets[0] == 0 and not (np.diff(offsets) < 0).any() and emb.ndim == 2
+                      and offsets[-1] == len(emb) and emb.shape[1] == self.entry.get("dim", emb.shape[1])
+                      and (self.scales is None or self.scales.shape[:1] == emb.shape[:1]))
+        if not consistent:
+            raise InputError("late store does not match the index's documents (offsets, shapes); rebuild"
+                             " it with `retrieval index --late`", path)
 
     def compatible(self, model: LateModel) -> bool:
         """Whether `model` produced this store (same base model, checkpoint, dim, settings)."""

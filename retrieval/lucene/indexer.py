@@ -97,7 +97,7 @@ def _versions() -> dict[str, str]:
 
 
 def build_lucene_index(documents: str | Path | Iterable[Document], target: str | Path, *,
-                       threads: int = 1, source: str | None = None) -> dict[str, Any]:
+                       threads: int = 1, source: str | None = None, force: bool = False) -> dict[str, Any]:
     """Build an Anserini index of `documents` (a collection name/path or Documents) at `target`.
 
     Returns the manifest written to `target/manifest.json`.
@@ -112,7 +112,7 @@ def build_lucene_index(documents: str | Path | Iterable[Document], target: str |
     target = Path(target)
     jvm.start()
     began = time.perf_counter()
-    with storage.atomic_directory(target) as tmp, \
+    with storage.atomic_directory(target, storage.is_index_dir, force) as tmp, \
             tempfile.TemporaryDirectory(prefix=".lucene-input-", dir=tmp.parent) as scratch:
         ids = _write_jsonl(write_docstore(tmp / DOCSTORE_FILE, documents), Path(scratch), threads)
         storage.save_array(tmp / DOCIDS_FILE, np.array(sorted(ids), dtype=str))  # as index.py

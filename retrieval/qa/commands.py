@@ -8,7 +8,7 @@ from argparse import Namespace
 from pathlib import Path
 
 from retrieval.errors import InputError
-from retrieval.storage import write_json_atomic
+from retrieval.storage import write_output
 
 
 def read_predictions(path: str | Path) -> dict[str, str]:
@@ -55,10 +55,10 @@ def cmd_ask(args: Namespace) -> None:
                       f"  p(y|z,x)={e.p_answer_given_passage:.4f}")
         return
     answers = qa.ask_batch(queries)
-    write_json_atomic(Path(args.output), best_answers(answers))
+    write_output(args.output, _json_bytes(best_answers(answers)))
     if args.details:
-        write_json_atomic(Path(args.details), {q: [a.to_json() for a in ranked[:args.top]]
-                                               for q, ranked in answers.items()})
+        write_output(args.details, _json_bytes({q: [a.to_json() for a in ranked[:args.top]]
+                                                for q, ranked in answers.items()}))
     print(f"answered {len(answers)} questions -> {args.output}", file=sys.stderr)
 
 
@@ -113,3 +113,8 @@ def cmd_train_realm(args: Namespace) -> None:
                             epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, seed=args.seed,
                             log=lambda m: print(m, file=sys.stderr, flush=True))
     print(json.dumps(info, indent=2))
+
+
+def _json_bytes(obj: object) -> bytes:
+    """JSON as the package writes it (sorted keys, indented)."""
+    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()

@@ -24,7 +24,7 @@ from retrieval import precision as precisions
 from retrieval.dense.encoder import model_name, resolve_model_dir
 from retrieval.qa.features import MAX_LENGTH, STRIDE, Window, make_windows
 from retrieval.qa.squad import Example, exclude_paragraphs, read_squad
-from retrieval.storage import atomic_directory
+from retrieval.storage import atomic_directory, is_model_dir
 
 
 def training_windows(tokenizer, examples: Sequence[Example], max_length: int = MAX_LENGTH,
@@ -78,7 +78,7 @@ def save_checkpoint(model, tokenizer, path: Path, info: dict) -> None:
     """Atomically write fp16 safetensors + config + tokenizer files + training info."""
     from safetensors.torch import save_file
 
-    with atomic_directory(Path(path)) as tmp:
+    with atomic_directory(Path(path), is_model_dir) as tmp:
         state = {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()}
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         model.config.save_pretrained(tmp)

@@ -75,7 +75,7 @@ def build_shards(parts: list[list[Document]], root: Path, source: str, analyzer:
 
 def build_sharded_index(documents: Iterable[Document], path: str | Path, shards: int, source: str = "",
                         analyzer: Analyzer | None = None, workers: int = 1, progress: bool = True,
-                        dense: Any = None, late: Any = None) -> dict[str, Any]:
+                        dense: Any = None, late: Any = None, force: bool = False) -> dict[str, Any]:
     """Build a sharded index of `shards` shards at `path` atomically; returns the top-level manifest.
 
     `workers` shards are built at a time, each in its own process. `dense`, a
@@ -86,7 +86,7 @@ def build_sharded_index(documents: Iterable[Document], path: str | Path, shards:
     docs = list(documents)
     parts = partition(docs, shards, source)
     path = Path(path)
-    with storage.atomic_directory(path) as tmp:
+    with storage.atomic_directory(path, storage.is_index_dir, force) as tmp:
         dirs = build_shards(parts, tmp, source, analyzer, workers, progress)
         stats = write_global_statistics(tmp, dirs)
         manifest_parts: dict[str, Any] = {"inverted": {"built": storage.now(), "stats": stats}}

@@ -73,6 +73,7 @@ def index(args: argparse.Namespace, dense_params: dict[str, int]) -> None:
         dense = DenseSource(encoder, args.dense_index, dense_params)
     analyzer = Analyzer(stopwords=not args.no_stopwords, stemmer=None if args.no_stem else "porter")
     manifest = build_sharded_index(collections.load_documents(args.collection), args.index, args.shards,
+                                   force=args.force,
                                    source=collections.describe(args.collection), analyzer=analyzer,
                                    workers=args.threads, dense=dense, late=late)
     stats = manifest["stats"]

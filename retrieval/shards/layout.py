@@ -68,6 +68,7 @@ class ShardedIndex:
                              self.path)
         if verify:
             storage.verify_files(self.path, self.manifest.get("files", {}))
+        self.shards  # noqa: B018 - checks the shard list's shape on open
 
     @classmethod
     def open(cls, path: str | Path, verify: bool = True) -> ShardedIndex:
@@ -80,8 +81,19 @@ class ShardedIndex:
     @cached_property
     def shards(self) -> list[ShardInfo]:
         """The shards, in shard number order."""
-        return [ShardInfo(i, s["name"], self.path / s["name"], int(s["documents"]), s["manifest_sha256"])
-                for i, s in enumerate(self.manifest["shards"])]
+        shards = self.manifest.get("shards")
+        where = self.path / storage.MANIFEST
+        if not isinstance(shards, list) or not shards:
+            raise InputError("manifest shards must be a non-empty list; rebuild the index", where)
+        out = []
+        for i, s in enumerate(shards):
+            if not (isinstance(s, dict) and isinstance(s.get("documents"), int)
+                    and isinstance(s.get("manifest_sha256"), str)):
+                raise InputError(f"manifest shards[{i}] must be {{name, documents, manifest_sha256}};"
+                                 " rebuild the index", where)
+            name = storage.safe_name(s.get("name"), "shard", where)
+            out.append(ShardInfo(i, name, self.path / name, s["documents"], s["manifest_sha256"]))
+        return out
 
     @property
     def num_docs(self) -> int:

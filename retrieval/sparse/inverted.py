@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from retrieval.errors import InputError
 from retrieval.storage import load_array, save_array
 
 
@@ -91,6 +92,34 @@ class InvertedIndex:
         self.doc_lengths = np.asarray(load_array(self.path / "doc_lengths.npy"))
         self._terms_utf8 = load_array(self.path / "terms_utf8.npy")
         self._terms_offsets = load_array(self.path / "terms_offsets.npy")
+        self._check()
+
+    def _check(self) -> None:
+        """Cheap consistency checks, so crafted arrays (even with recomputed checksums) are refused."""
+        arrays = {"indptr": self.indptr, "docnos": self.docnos, "tfs": self.tfs,
+                  "doc_lengths": self.doc_lengths, "terms_utf8": self._terms_utf8,
+                  "terms_offsets": self._terms_offsets}
+        for name, a in arrays.items():
+            if a.ndim != 1 or a.dtype.kind not in "iu":
+                raise InputError(f"expected a 1-d integer array, found {a.dtype} of shape {a.shape};"
+                                 " rebuild the index", self.path / f"{name}.npy")
+        problems = [
+            ("indptr", len(self.indptr) < 1 or self.indptr[0] != 0 or self.indptr[-1] != len(self.docnos)
+             or bool((np.diff(self.indptr) < 0).any()), "offsets from 0, rising, to the posting count"),
+            ("tfs", len(self.tfs) != len(self.docnos) or (len(self.tfs) and self.tfs.min() < 1),
+             "one term frequency >= 1 per posting"),
+            ("docnos", len(self.docnos) and (self.docnos.min() < 0
+                                             or self.docnos.max() >= len(self.doc_lengths)),
+             "document numbers below the document count"),
+            ("doc_lengths", len(self.doc_lengths) and self.doc_lengths.min() < 0, "lengths >= 0"),
+            ("terms_offsets", len(self._terms_offsets) != len(self.indptr)
+             or self._terms_offsets[0] != 0 or self._terms_offsets[-1] != len(self._terms_utf8)
+             or bool((np.diff(self._terms_offsets) < 0).any()), "one rising offset per term"),
+        ]
+        for name, bad, expected in problems:
+            if bad:
+                raise InputError(f"inconsistent index array: expected {expected}; rebuild the index",
+                                 self.path / f"{name}.npy")
 
     @property
     def num_docs(self) -> int:
