@@ -13,6 +13,8 @@ from pathlib import Path
 
 from retrieval import collections
 from retrieval.errors import InputError
+from retrieval.params import check as check_params
+from retrieval.types import Run
 
 EXAMPLES = """examples:
   retrieval index  --collection cacm --index indexes/cacm
@@ -227,7 +229,6 @@ def cmd_index(args: argparse.Namespace) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> None:
-    from retrieval.formats import read_run
     from retrieval.formats.trec import format_run, write_run
     from retrieval.index import Index
     from retrieval.rankers import detect_backend, make_lucene_ranker, make_ranker
@@ -237,13 +238,14 @@ def cmd_search(args: argparse.Namespace) -> None:
     if args.ray and not sharded:
         raise InputError("--ray searches a sharded index (build one with --shards N)", args.index)
     backend = "sharded" if sharded else detect_backend(args.index) if args.backend == "auto" else args.backend
-    queries = collections.load_topics(args.topics, args.topic_field)
     params = dict(rm3=args.rm3, fb_docs=args.fb_docs, fb_terms=args.fb_terms,
                   original_weight=args.original_weight, k1=args.k1, b=args.b, mu=args.mu,
                   lam=args.lam, hits=args.hits, threads=args.threads)
     if args.model in ("dense", "hybrid"):
         params.update(weight=args.weight, fusion=args.fusion, encoder=args.encoder,
                       precision=args.precision, ef_search=args.ef_search, nprobe=args.nprobe)
+    check_params(**params)  # before any work
+    queries = collections.load_topics(args.topics, args.topic_field)
     if backend == "sharded":
         from retrieval.shards.commands import search as search_sharded
 
@@ -255,7 +257,7 @@ def cmd_search(args: argparse.Namespace) -> None:
             stage = make_lucene_ranker(args.model, args.index, **params)
         else:
             stage = make_ranker(args.model, Index.open(args.index), **params)
-        run = stage(queries, read_run(args.candidates) if args.candidates else None)
+        run = stage(queries, _candidates(args.candidates, queries) if args.candidates else None)
     remove = args.remove_query_ids
     if remove is None:
         named = collections.named(args.topics)
@@ -269,6 +271,19 @@ def cmd_search(args: argparse.Namespace) -> None:
         write_run(run, args.output, tag)
         hits = sum(len(r) for r in run.values())
         print(f"wrote {len(run)} queries, {hits} hits -> {args.output}", file=sys.stderr)
+
+
+def _candidates(path: Path, queries: dict[str, str]) -> Run:
+    """The run to rescore: it must answer some of the topics (else the output would be empty)."""
+    from retrieval.formats import read_run
+
+    run = read_run(path)
+    if not run:
+        raise InputError("the candidates run is empty; expected lines 'qid Q0 docid rank score tag'", path)
+    if not set(run) & set(queries):
+        raise InputError(f"the candidates run shares no query id with the topics (run: {next(iter(run))!r},"
+                         f" ...; topics: {next(iter(queries))!r}, ...)", path)
+    return run
 
 
 def cmd_eval(args: argparse.Namespace) -> None:

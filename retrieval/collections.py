@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tarfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,8 +22,8 @@ from retrieval.formats import read_documents, read_qrels, read_topics
 from retrieval.formats.beir import read_beir_corpus, read_beir_queries
 from retrieval.formats.html import read_html_tarball
 from retrieval.formats.smart import read_cranfield_qrels, read_smart_documents, read_smart_queries
-from retrieval.formats.textfile import decode
-from retrieval.formats.trec import read_trec_documents, read_trec_topics
+from retrieval.formats.textfile import check_id, decode
+from retrieval.formats.trec import check_topic_field, read_trec_documents, read_trec_topics
 from retrieval.types import Document, Qrels, Queries
 
 DATA_ENV = "RETRIEVAL_DATA"
@@ -142,15 +142,28 @@ def _split(collection: Collection, spec: str, table: dict) -> Callable:
 
 
 def load_documents(spec: str | Path) -> Iterator[Document]:
-    """Documents of a named collection or a collection file/directory."""
+    """Documents of a named collection or a collection file/directory, ids checked (checked_ids)."""
     collection = named(spec)
     if collection is None:
-        return read_documents(spec)
-    return collection.documents(_root(collection))
+        return checked_ids(read_documents(spec), Path(spec))
+    root = _root(collection)
+    return checked_ids(collection.documents(root), root)
+
+
+def checked_ids(documents: Iterable[Document], source: Path) -> Iterator[Document]:
+    """Pass documents through, refusing an empty or spaced id or one seen before (naming the record)."""
+    seen: set[str] = set()
+    for n, doc in enumerate(documents, 1):
+        check_id(doc.id, f"document {n}: id", source)
+        if doc.id in seen:
+            raise InputError(f"document {n}: duplicate document id {doc.id!r}; ids must be unique", source)
+        seen.add(doc.id)
+        yield doc
 
 
 def load_topics(spec: str | Path, field: str = "title") -> Queries:
     """Topics of a named collection (optionally `name:split`) or a topics file."""
+    check_topic_field(field)
     collection = named(spec)
     if collection is None:
         return read_topics(spec, field)

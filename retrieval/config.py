@@ -41,6 +41,7 @@ from retrieval import collections
 from retrieval.errors import InputError
 from retrieval.evaluation import parse_measures
 from retrieval.formats.textfile import decode
+from retrieval.params import check as check_params
 from retrieval.rankers import RANKERS
 
 RANKER_OPTIONS = {"rm3": False, "fb_docs": 10, "fb_terms": 10, "original_weight": 0.5}
@@ -220,6 +221,10 @@ def _check_param(model: str, name: str, value: Any, where: tuple[str, int]) -> N
     if not isinstance(value, kind) or (isinstance(value, bool) and type(default) is not bool):
         raise InputError(f"parameter {name!r} of {model} must be {type(default).__name__}, "
                          f"got {value!r}", *where)
+    try:
+        check_params(**{name: value})
+    except InputError as e:
+        raise InputError(f"{model}: {e.message}", *where) from None
 
 
 def _stage(raw: Any, parent: Located, key: Any, threads: int) -> StageSpec:
@@ -287,8 +292,27 @@ def _sweep(name: str, m: Any, parent: Located, cfg: Config) -> SweepSpec:
     _measures(m, "measure", [measure])
     if name in cfg.pipelines:
         raise parent.fail(f"sweep name {name!r} is also a pipeline name", name)
+    select_on = _select_on(_get(m, "select_on", str), cfg.collection, m)
     return SweepSpec(str(name), pipeline, stage, {str(k): list(v) for k, v in grid.items()},
-                     measure, _get(m, "select_on", str), m.where("select_on"))
+                     measure, select_on, m.where("select_on"))
+
+
+def _select_on(value: str | None, collection: str, m: Located) -> str | None:
+    """`folds`, a named collection's split (NAME:SPLIT) or a topics file; a bare split name is refused
+    with the splits the config's collection has."""
+    if value in (None, "folds") or Path(value).exists():
+        return value
+    name, split = collections.split_name(value)
+    named = collections.named(name)
+    if named is None:
+        own = collections.named(collection)
+        has = f"; {own.name} has the splits {', '.join(sorted(own.topics))}" if own else ""
+        raise m.fail(f"select_on {value!r} is neither 'folds', a collection split (NAME:SPLIT) nor a"
+                     f" topics file{has}", "select_on")
+    if split is None or split not in named.topics:
+        raise m.fail(f"select_on {value!r}: collection {named.name!r} has no split {split!r}; it has"
+                     f" {', '.join(sorted(named.topics))} (or use 'folds')", "select_on")
+    return value
 
 
 def _measures(m: Located, key: str, names: Any) -> list[str]:

@@ -76,6 +76,8 @@ class Index:
     """An opened index: manifest, doc ids, doc store, and parts loaded on first use."""
 
     def __init__(self, path: str | Path, verify: bool = True):
+        if not isinstance(path, (str, Path)):
+            raise InputError(f"expected the path of an index, got {type(path).__name__}")
         self.path = Path(path)
         self.manifest = storage.read_manifest(self.path)
         if self.manifest.get("kind") == "sharded":
@@ -159,4 +161,8 @@ class Index:
 
 def open_index(index: Index | str | Path) -> Index:
     """Accept an Index or a path to one."""
-    return index if isinstance(index, Index) else Index.open(index)
+    if isinstance(index, Index):
+        return index
+    if not isinstance(index, (str, Path)):
+        raise InputError(f"expected an Index or the path of one, got {type(index).__name__}")
+    return Index.open(index)

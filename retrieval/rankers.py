@@ -14,6 +14,7 @@ from typing import Any
 from retrieval import storage
 from retrieval.errors import InputError
 from retrieval.index import Index
+from retrieval.params import check as check_params
 from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
 from retrieval.types import Stage
 
@@ -88,6 +89,8 @@ def make_lucene_ranker(model: str, index: str | Path, rm3: bool = False, fb_docs
     """The Anserini/Lucene stage for `model` (bm25 or qld), through pyserini's jar."""
     if model not in LUCENE_MODELS:
         raise InputError(f"the lucene backend runs {', '.join(sorted(LUCENE_MODELS))}, not {model!r}")
+    check_params(fb_docs=fb_docs, fb_terms=fb_terms, original_weight=original_weight, k1=k1, b=b, mu=mu,
+                 hits=hits, threads=threads)
     from retrieval.lucene import LuceneBM25, LuceneQLD
 
     feedback = {"rm3": rm3, "fb_docs": fb_docs, "fb_terms": fb_terms,
@@ -100,6 +103,7 @@ def make_lucene_ranker(model: str, index: str | Path, rm3: bool = False, fb_docs
 def make_ranker(model: str, index: Index, rm3: bool = False, fb_docs: int = 10,
                 fb_terms: int = 10, original_weight: float = 0.5, **params: Any) -> Stage:
     """Build the native stage for `model` with its parameters, optionally wrapped in RM3."""
+    check_params(fb_docs=fb_docs, fb_terms=fb_terms, original_weight=original_weight, **params)
     if model not in RANKERS:
         raise InputError(f"unknown model {model!r}; expected one of {', '.join(sorted(RANKERS))}")
     stage = RANKERS[model](index, **params)

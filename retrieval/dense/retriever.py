@@ -8,6 +8,7 @@ from typing import Any
 import faiss
 import numpy as np
 
+from retrieval import params
 from retrieval.dense.encoder import Encoder
 from retrieval.dense.faiss_index import configure_search, load_dense_part
 from retrieval.errors import InputError
@@ -32,8 +33,7 @@ class DenseRetriever:
                  precision: str | None = None, threads: int | None = None,
                  ef_search: int | None = None, nprobe: int | None = None,
                  batch_size: int = 64):
-        if k < 1:
-            raise InputError(f"k must be positive, got {k}")
+        params.check(k=k, threads=threads, ef_search=ef_search, nprobe=nprobe)
         self.index_dir = _index_dir(index)
         self.faiss, self.doc_ids, self.entry = load_dense_part(self.index_dir)
         if isinstance(model, Encoder):
@@ -68,6 +68,7 @@ class DenseRetriever:
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
         """Retrieve for every query (a first stage: `run` is ignored)."""
+        params.check_queries(queries)
         empty = [q for q, text in queries.items() if not str(text).strip()]
         if empty:
             raise InputError(f"empty query text for query id(s) {', '.join(empty[:5])}")

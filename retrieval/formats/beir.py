@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from retrieval.errors import InputError
-from retrieval.formats.textfile import numbered_lines
+from retrieval.formats.textfile import check_id, numbered_lines
 from retrieval.types import Document, Queries
 
 
@@ -31,16 +31,16 @@ def _records(path: str | Path) -> Iterator[tuple[int, dict]]:
 
 def read_beir_corpus(path: str | Path) -> Iterator[Document]:
     """Documents of a BEIR corpus.jsonl(.gz); contents = title + " " + text."""
-    for _, record in _records(path):
-        yield Document(str(record["_id"]), record.get("title", "").strip(),
-                       record.get("text", "").strip())
+    for n, record in _records(path):
+        yield Document(check_id(str(record["_id"]), "document _id", path, n),
+                       record.get("title", "").strip(), record.get("text", "").strip())
 
 
 def read_beir_queries(path: str | Path) -> Queries:
     """Queries of a BEIR queries.jsonl."""
     queries = Queries()
     for n, record in _records(path):
-        qid, text = str(record["_id"]), record.get("text", "")
+        qid, text = check_id(str(record["_id"]), "query _id", path, n), record.get("text", "")
         if qid in queries:
             raise InputError(f"duplicate query id {qid!r}", path, n)
         if not text.strip():

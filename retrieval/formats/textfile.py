@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import gzip
+import re
 import zlib
 from pathlib import Path
 
 from retrieval.errors import InputError
+
+_WORD = re.compile(r"\S+")
 
 
 def decode(data: bytes, path: str | Path) -> str:
@@ -39,3 +42,11 @@ def read_text(path: str | Path) -> str:
 def numbered_lines(path: str | Path) -> list[tuple[int, str]]:
     """(line number, line) for every non-blank line."""
     return [(i, line) for i, line in enumerate(read_text(path).splitlines(), 1) if line.strip()]
+
+
+def check_id(value: object, what: str, where: str | Path | None = None, line: int | None = None) -> str:
+    """A query or document id: a non-empty string without whitespace (a run file's column)."""
+    if not isinstance(value, str) or not _WORD.fullmatch(value):
+        raise InputError(f"{what} {value!r} is not a valid id; expected a non-empty word without"
+                         " whitespace", where, line)
+    return value

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from retrieval.errors import InputError
-from retrieval.formats.textfile import numbered_lines, read_text
+from retrieval.formats.textfile import check_id, numbered_lines, read_text
 from retrieval.storage import write_output
 from retrieval.types import Document, Qrels, Queries, Run
 
@@ -49,6 +50,7 @@ def read_trec_documents(path: str | Path) -> Iterator[Document]:
             raise InputError("document without <DOCNO>; expected <DOCNO>id</DOCNO>", path,
                              _line_of(text, m.start()))
         contents = _TAG.sub(" ", body[: docno.start()] + body[docno.end():])
+        check_id(docno.group(1), "<DOCNO>", path, _line_of(text, m.start()))
         yield Document(docno.group(1), "", " ".join(contents.split()))
     if not found:
         raise InputError("no <DOC> blocks found; expected a TREC document file", path)
@@ -67,12 +69,24 @@ def _topic_fields(block: str) -> dict[str, str]:
     return fields
 
 
+TOPIC_FIELDS = ("title", "desc", "narr")
+
+
+def check_topic_field(field: object) -> str:
+    """A topic field choice: title, desc, narr or a "+"-joined combination such as title+desc."""
+    if not isinstance(field, str) or not all(f in TOPIC_FIELDS for f in field.split("+")):
+        raise InputError(f"unknown topic field {field!r}; expected title, desc, narr or a"
+                         " combination such as title+desc")
+    return field
+
+
 def read_trec_topics(path: str | Path, field: str = "title") -> Queries:
     """Topics in TREC <top> form (e.g. Vaswani, Robust04) or CACM's <DOC><DOCNO> form.
 
     For <top> topics, `field` picks the query text: "title", "desc", "narr" or a
     "+"-joined combination. For <DOC> topics the whole text is the query.
     """
+    check_topic_field(field)
     path = Path(path)
     text = read_text(path)
     queries = Queries()
@@ -95,6 +109,7 @@ def read_trec_topics(path: str | Path, field: str = "title") -> Queries:
 
 
 def _add_query(queries: Queries, qid: str, text: str, path: Path, line: int | None) -> None:
+    check_id(qid, "query id", path, line)
     if qid in queries:
         raise InputError(f"duplicate query id {qid!r}", path, line)
     if not text.strip():
@@ -133,9 +148,12 @@ def read_qrels(path: str | Path) -> Qrels:
 
 def _grade(value: str, path: str | Path, n: int) -> int:
     try:
-        return int(value)
+        grade = int(value)
     except ValueError:
         raise InputError(f"relevance {value!r} is not an integer", path, n) from None
+    if not -2**31 <= grade < 2**31:
+        raise InputError(f"relevance {value} is out of range; expected a 32-bit integer", path, n)
+    return grade
 
 
 def _trec_qrel(line: str, path: str | Path, n: int) -> tuple[str, str, int]:
@@ -157,12 +175,36 @@ def format_score(score: float) -> str:
     return repr(float(score))
 
 
+_SPACE = re.compile(r"\s")
+
+
+def _check_ranking(qid: str, ranking: list[tuple[str, float]]) -> None:
+    """What a run file needs of one query's hits: word ids, each doc once, finite scores (bulk checks
+    first, so a valid ranking costs little)."""
+    check_id(qid, "query id")
+    ids = [d for d, _ in ranking]
+    if "" in ids or len(set(ids)) != len(ids) or _SPACE.search("\0".join(ids)):
+        seen: set[str] = set()
+        for docid in ids:
+            check_id(docid, f"query {qid!r}: doc id")
+            if docid in seen:
+                raise InputError(f"query {qid!r}: document {docid!r} appears twice in the run")
+            seen.add(docid)
+    if not all(map(math.isfinite, (s for _, s in ranking))):
+        docid, score = next((d, s) for d, s in ranking if not math.isfinite(s))
+        raise InputError(f"query {qid!r}: document {docid!r} has score {score}; expected a finite"
+                         " number (check the model's parameters)")
+
+
 def format_run(run: Run, tag: str = "retrieval") -> str:
     """A run in TREC format: `qid Q0 docid rank score tag`, ranks from 1."""
     if not tag or any(c.isspace() for c in tag):
         raise InputError(f"run tag {tag!r} must be a non-empty word without spaces")
+    if not isinstance(run, Run):
+        raise InputError(f"expected a Run to write, got {type(run).__name__}")
     lines = []
     for qid, ranking in run.items():
+        _check_ranking(qid, ranking)
         for i, (docid, score) in enumerate(ranking, 1):
             lines.append(f"{qid} Q0 {docid} {i} {format_score(score)} {tag}\n")
     return "".join(lines)
@@ -187,8 +229,8 @@ def read_run(path: str | Path) -> Run:
             score = float(parts[4])
         except ValueError:
             raise InputError(f"score {parts[4]!r} is not a number", path, n) from None
-        if score != score:
-            raise InputError("score is NaN", path, n)
+        if not math.isfinite(score):
+            raise InputError(f"score {parts[4]!r} is not a finite number", path, n)
         if (qid, docid) in seen:
             raise InputError(f"document {docid!r} appears twice for query {qid!r}", path, n)
         seen.add((qid, docid))

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from retrieval import params
 from retrieval.errors import InputError
 from retrieval.index import Index
 from retrieval.late.model import LateModel, maxsim
@@ -73,10 +74,7 @@ class LateReranker:
                  threads: int | None = None, precision: str | None = None):
         from retrieval.late.store import PART, LateStore
 
-        if depth < 1:
-            raise InputError(f"depth must be at least 1, got {depth}")
-        if interpolate is not None and not 0.0 <= interpolate <= 1.0:
-            raise InputError(f"interpolation weight must be in [0, 1], got {interpolate}")
+        params.check(depth=depth, interpolate=interpolate, threads=threads)
         self.index = _open(index)
         self.model = _as_model(model, threads, precision)
         self.interpolate, self.depth = interpolate, depth
@@ -128,6 +126,8 @@ class LateReranker:
         return late if self.interpolate is None else interpolate_ranking(hits, late, self.interpolate)
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
+        params.check_queries(queries)
+        params.check_run(run)
         if run is None:
             raise InputError("the late-interaction reranker needs a run to rerank (a first stage's"
                              " output or a run file)")

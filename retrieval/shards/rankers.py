@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.errors import InputError
+from retrieval.params import check as check_params
 from retrieval.shards.layout import ShardedIndex
 from retrieval.shards.local import LocalBackend, ShardBackend
 from retrieval.shards.merge import Merged, merge
@@ -194,6 +195,8 @@ def make_sharded_ranker(model: str, index: ShardedIndex, backend: ShardBackend |
 
     The parameters are `make_ranker`'s; `backend` defaults to in-process search.
     """
+    check_params(fb_docs=fb_docs, fb_terms=fb_terms, original_weight=original_weight, k1=k1, b=b, mu=mu,
+                 lam=lam, hits=hits, threads=threads, weight=weight)
     backend = backend or LocalBackend(index)
     if rm3 and model not in SPARSE:
         raise InputError(f"RM3 needs a sparse model (bm25, qld, qljm), not {model!r}")

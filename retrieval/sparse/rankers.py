@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from retrieval import params
 from retrieval.errors import InputError
 from retrieval.index import Index, open_index
 from retrieval.sparse.models import BM25Model, DirichletModel, JelinekMercerModel
@@ -51,8 +52,7 @@ class SparseRanker:
     name = "sparse"
 
     def __init__(self, index: Index | str | Path, model, hits: int = 1000, threads: int = 1):
-        if hits < 1:
-            raise InputError(f"hits must be at least 1, got {hits}")
+        params.check(hits=hits, threads=threads)
         self.index = open_index(index)
         self.model = model
         self.hits = hits
@@ -94,6 +94,8 @@ class SparseRanker:
         return self.ranking(docs[order], scores[order])
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
+        params.check_queries(queries)
+        params.check_run(run)
         self.searcher  # noqa: B018  (build impacts once, before threads start)
         if run is not None:
             return map_queries(lambda q, t: self.rescore_terms(self.weighted(self.analyse(t), q),
@@ -116,6 +118,7 @@ class BM25(SparseRanker):
 
     def __init__(self, index: Index | str | Path, k1: float = 0.9, b: float = 0.4,
                  hits: int = 1000, threads: int = 1):
+        params.check(k1=k1, b=b)
         super().__init__(index, BM25Model(k1, b), hits, threads)
 
 
@@ -125,10 +128,10 @@ class QueryLikelihood(SparseRanker):
     def __init__(self, index: Index | str | Path, smoothing: str = "dirichlet", mu: float = 1000.0,
                  lam: float = 0.1, hits: int = 1000, threads: int = 1):
         if smoothing == "dirichlet":
+            params.check(mu=mu)
             model, self.name = DirichletModel(mu), "qld"
         elif smoothing in ("jelinek-mercer", "jm"):
-            if not 0.0 < lam < 1.0:
-                raise InputError(f"Jelinek-Mercer lambda must be in (0, 1), got {lam}")
+            params.check(lam=lam)
             model, self.name = JelinekMercerModel(lam), "qljm"
         else:
             raise InputError(f"unknown smoothing {smoothing!r}; expected dirichlet or jelinek-mercer")
@@ -150,8 +153,10 @@ class RM3:
 
     def __init__(self, ranker: SparseRanker, fb_docs: int = 10, fb_terms: int = 10,
                  original_weight: float = 0.5, hits: int | None = None):
-        if fb_docs < 1 or fb_terms < 1 or not 0.0 <= original_weight <= 1.0:
-            raise InputError("RM3 needs fb_docs >= 1, fb_terms >= 1, 0 <= original_weight <= 1")
+        params.check(fb_docs=fb_docs, fb_terms=fb_terms, original_weight=original_weight, hits=hits)
+        if not hasattr(ranker, "search_many"):
+            raise InputError("RM3 wraps a sparse ranker (BM25, QueryLikelihood), got"
+                             f" {type(ranker).__name__}")
         self.ranker = ranker
         self.fb_docs, self.fb_terms, self.original_weight = fb_docs, fb_terms, original_weight
         self.hits = hits or ranker.hits
@@ -198,6 +203,8 @@ class RM3:
                 for t in set(query) | set(model)}
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
+        params.check_queries(queries)
+        params.check_run(run)
         ranker = self.ranker
         if run is None:
             run = ranker.search_many({q: ranker.analyse(t) for q, t in queries.items()}, self.fb_docs)
