@@ -9,7 +9,8 @@ from pathlib import Path
 
 from retrieval.errors import InputError
 
-_WORD = re.compile(r"\S+")
+_WORD = re.compile(r"[^\s\x00-\x1f\x7f]+")
+is_word = _WORD.fullmatch  # an id: no whitespace or control characters, not empty
 
 
 def decode(data: bytes, path: str | Path) -> str:
@@ -45,8 +46,9 @@ def numbered_lines(path: str | Path) -> list[tuple[int, str]]:
 
 
 def check_id(value: object, what: str, where: str | Path | None = None, line: int | None = None) -> str:
-    """A query or document id: a non-empty string without whitespace (a run file's column)."""
-    if not isinstance(value, str) or not _WORD.fullmatch(value):
+    """A query or document id: a non-empty string without whitespace or control characters (a run
+    file's column)."""
+    if not isinstance(value, str) or not is_word(value):
         raise InputError(f"{what} {value!r} is not a valid id; expected a non-empty word without"
                          " whitespace", where, line)
     return value

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from retrieval.errors import InputError
-from retrieval.formats.textfile import check_id, numbered_lines, read_text
+from retrieval.formats.textfile import check_id, is_word, numbered_lines, read_text
 from retrieval.storage import write_output
 from retrieval.types import Document, Qrels, Queries, Run
 
@@ -175,15 +175,12 @@ def format_score(score: float) -> str:
     return repr(float(score))
 
 
-_SPACE = re.compile(r"\s")
-
-
 def _check_ranking(qid: str, ranking: list[tuple[str, float]]) -> None:
     """What a run file needs of one query's hits: word ids, each doc once, finite scores (bulk checks
     first, so a valid ranking costs little)."""
     check_id(qid, "query id")
     ids = [d for d, _ in ranking]
-    if "" in ids or len(set(ids)) != len(ids) or _SPACE.search("\0".join(ids)):
+    if len(set(ids)) != len(ids) or not all(map(is_word, ids)):
         seen: set[str] = set()
         for docid in ids:
             check_id(docid, f"query {qid!r}: doc id")
