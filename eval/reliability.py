@@ -408,6 +408,25 @@ def integrity_rows() -> list[tuple[str, int, int, int]]:
     return rows
 
 
+def hostile_rows() -> list[tuple[str, int, int, int, int, int, int]]:
+    """Hostile use of the CLI and API (eval/hostile_fs.py, eval/hostile_values.py), tallied per
+    category: (category, cases, error, fine, traceback, crash, silent)."""
+    sys.path.insert(0, str(ROOT / "eval"))
+    import hostile_fs
+    import hostile_values
+
+    tally: dict[str, collections.Counter] = {}
+    for module in (hostile_fs, hostile_values):
+        with tempfile.TemporaryDirectory() as tmp:
+            for category, _, outcome in module.run_cases(Path(tmp)):
+                tally.setdefault(category, collections.Counter())[outcome] += 1
+    return [(category, sum(t.values()), *(t[o] for o in HOSTILE_OUTCOMES))
+            for category, t in tally.items()]
+
+
+HOSTILE_OUTCOMES = ("error", "fine", "traceback", "crash", "silent")
+
+
 def _table(header: list[str], rows: list[tuple]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
     for row in rows:
@@ -435,8 +454,10 @@ def main(argv: list[str] | None = None) -> int:
     hand = hand_picked_rows()
     crashes = crash_rows(args.kill_points)
     integrity = integrity_rows()
+    hostile = hostile_rows()
+    hostile_total = tuple(sum(r[i] for r in hostile) for i in range(1, 7))
     lines = [
-        "# Reliability: bad input, crashes, corruption",
+        "# Reliability: bad input, crashes, corruption, hostile use",
         "",
         f"Regenerate with `python eval/reliability.py` ({time.time() - start:.0f} s here). The tests"
         " (tests/test_reliability_*.py) run the same generators and drivers with fewer cases.",
@@ -480,6 +501,18 @@ def main(argv: list[str] | None = None) -> int:
         "Loaders: `Index.open` (verifies every checksum) and, for dense files, `load_dense_part`.",
         "",
         *_table(["file", "damaged loads", "refused, naming the file", "other"], integrity),
+        "",
+        "## Hostile use of the commands and the API",
+        "",
+        "Cases in eval/hostile_fs.py (what may be replaced, written or followed: non-index paths,"
+        " special outputs, crafted manifests and arrays, path traversal, interrupted replaces, cache"
+        " keys) and eval/hostile_values.py (measures, model parameters, ids, candidates, messages,"
+        " API types). error = exit 2 with one line saying what was expected (or the API's InputError),"
+        " nothing harmed; fine = the right result; traceback, crash (killed by a signal) and silent"
+        " (exit 0 with a wrong result, something replaced or deleted, or an error that does not say"
+        " what it should) are bugs. The tests also run hypothesis properties over paths and CLI values.",
+        "",
+        *_table(["category", "cases", *HOSTILE_OUTCOMES], hostile + [("**all**", *hostile_total)]),
     ]
     if failures:
         seen: dict[tuple[str, str], tuple[str, bytes]] = {}
@@ -491,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
     unexpected = sum(r[-1] for r in hand) - len(KNOWN_BUGS) + sum(r[-1] for r in crashes + integrity)
+    unexpected += sum(sum(r[4:]) for r in hostile)
     return 1 if failures or unexpected else 0
 
 

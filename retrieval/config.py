@@ -309,7 +309,7 @@ def _select_on(value: str | None, collection: str, m: Located) -> str | None:
         has = f"; {own.name} has the splits {', '.join(sorted(own.topics))}" if own else ""
         raise m.fail(f"select_on {value!r} is neither 'folds', a collection split (NAME:SPLIT) nor a"
                      f" topics file{has}", "select_on")
-    if split is None or split not in named.topics:
+    if split is not None and split not in named.topics:
         raise m.fail(f"select_on {value!r}: collection {named.name!r} has no split {split!r}; it has"
                      f" {', '.join(sorted(named.topics))} (or use 'folds')", "select_on")
     return value
