@@ -13,7 +13,8 @@ from retrieval.dense.encoder import default_model_dir, pool, read_st_config
 from retrieval.dense.faiss_index import build_faiss, index_params
 from retrieval.errors import InputError
 from retrieval.fusion import RRF, Interpolate, interpolate, minmax, rrf
-from retrieval.types import Queries, Run
+from retrieval.index import build_index
+from retrieval.types import Document, Queries, Run
 
 TEXTS = ["The cat sat on the mat.", "Dogs chase cats in the garden.",
          "Information retrieval systems rank documents by relevance.",
@@ -34,8 +35,7 @@ def default() -> Encoder:
 @pytest.fixture()
 def index_dir(tmp_path):
     path = tmp_path / "index"
-    path.mkdir()
-    storage.write_json_atomic(path / "manifest.json", {"format_version": 1, "parts": {}})
+    build_index([Document(i, "", t) for i, t in zip(IDS, TEXTS)], path, progress=False)
     return path
 
 

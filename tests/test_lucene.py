@@ -26,8 +26,9 @@ import ir_measures  # noqa: E402
 
 from retrieval.collections import load_qrels, load_topics  # noqa: E402
 from retrieval.errors import InputError  # noqa: E402
+from retrieval.index import build_index  # noqa: E402
 from retrieval.lucene import LuceneBM25, LuceneQLD, build_lucene_index, lucene_directory  # noqa: E402
-from retrieval.storage import FORMAT_VERSION, write_json_atomic  # noqa: E402
+from retrieval.storage import FORMAT_VERSION  # noqa: E402
 from retrieval.types import Document, Qrels, Queries, Run  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -166,7 +167,7 @@ def test_bad_input_gets_input_error(tmp_path: Path, cacm_lucene: Path) -> None:
     with pytest.raises(InputError, match="not an index"):
         LuceneBM25(tmp_path / "empty")
     native = tmp_path / "native"
-    write_json_atomic(native / "manifest.json", {"format_version": FORMAT_VERSION, "parts": {}})
+    build_index([Document("d1", "", "cats")], native, progress=False)
     with pytest.raises(InputError, match="no Lucene part"):
         LuceneQLD(native)
     with pytest.raises(InputError, match="empty"):
