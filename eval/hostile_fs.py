@@ -371,6 +371,14 @@ def cache_key_collision(fx: Fixture, d: Path) -> Result:
     return code, err, len(runs) == 3 and distinct
 
 
+def cache_key_single_arrow(fx: Fixture, d: Path) -> Result:
+    """`x>y`, `x_y` and `x>>y` slug alike or close; each keeps its own run file."""
+    pipelines = "  x>y: [bm25, qld]\n  x_y: qld\n  x>>y: [bm25, {model: qld, mu: 500.0}]\n  bm25: bm25"
+    code, err = run_cli("run", fx.config(d, pipelines=pipelines), "--output-dir", d / "out")
+    runs = sorted((d / "out" / "runs").glob("*.run"))
+    return code, err, len(runs) == 4 and len({r.stem for r in runs}) == 4  # one shared file would be 3
+
+
 # ---------------------------------------------------------------- 13. a replace killed halfway
 
 def _killed_between_renames(fx: Fixture, d: Path) -> Path:
@@ -433,6 +441,7 @@ CASES: list[tuple[str, str, Callable[[Fixture, Path], Result], str]] = [
     ("tracebacks", "broken symlink in a collection", broken_symlink_in_collection, "error"),
     ("tracebacks", "corrupt runs/*.key", corrupt_cache_key, "fine"),
     ("cache key", "a>>b and a-then-b", cache_key_collision, "fine"),
+    ("cache key", "x>y, x_y and x>>y", cache_key_single_arrow, "fine"),
     ("interrupted replace", "recovered on open", recover_on_open, "fine"),
     ("interrupted replace", "recovered on build", recover_on_build, "fine"),
     ("interrupted replace", "kept by a build elsewhere", recover_on_build_elsewhere, "fine"),

@@ -257,6 +257,8 @@ CASES: list[tuple[str, str, Callable[[Fixture], Result], str]] = [
     ("ids and runs", "write_run empty doc id", write({"1": [("", 1.0)]}), E),
     ("ids and runs", "write_run doc id with a space", write({"1": [("d 0", 1.0)]}), E),
     ("ids and runs", "write_run valid", write({"1": [("d0", 1.0), ("d1", 0.5)]}), F),
+    ("ids and runs", "Run() duplicate doc", api(lambda fx: Run({"1": [("d0", 1.0), ("d0", 0.5)]})), E),
+    ("ids and runs", "Run() NaN score", api(lambda fx: Run({"1": [("d0", float("nan"))]})), E),
     ("candidates", "no query in common", candidates("99 Q0 d0 1 1.0 t\n"), E),
     ("candidates", "empty file", candidates(""), E),
     ("candidates", "some queries in common", candidates("1 Q0 d0 1 1.0 t\n99 Q0 d1 1 1.0 t\n"), F),

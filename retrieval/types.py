@@ -7,10 +7,13 @@ same scores give the same order everywhere (run files, metrics, rerankers).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple, Protocol
 
 import numpy as np
+
+from retrieval.errors import InputError
 
 Ranking = list[tuple[str, float]]
 
@@ -42,8 +45,20 @@ def natural_key(qid: str) -> tuple:
 
 
 def rank(hits: Iterable[tuple[str, float]]) -> Ranking:
-    """Sort hits by score descending, then doc id ascending (deterministic ties)."""
-    return sorted(((str(d), float(s)) for d, s in hits), key=lambda h: (-h[1], h[0]))
+    """Sort hits by score descending, then doc id ascending (deterministic ties).
+
+    A ranking holds each document once with a finite score; anything else is refused
+    here, where a Run is built from hits someone gave, not only when it is written.
+    """
+    try:
+        ranked = sorted(((str(d), float(s)) for d, s in hits), key=lambda h: (-h[1], h[0]))
+    except (TypeError, ValueError):
+        raise InputError("expected hits as (doc id, score) pairs with numeric scores") from None
+    if len({d for d, _ in ranked}) != len(ranked):
+        raise InputError("a ranking names a document twice; expected each doc id once per query")
+    if not all(math.isfinite(s) for _, s in ranked):
+        raise InputError("a ranking has a NaN or infinite score; expected finite scores")
+    return ranked
 
 
 class Columns(NamedTuple):
