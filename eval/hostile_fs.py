@@ -449,36 +449,49 @@ CASES: list[tuple[str, str, Callable[[Fixture, Path], Result], str]] = [
 
 
 def outcome(result: Result | BaseException, expected: str) -> str:
-    """Classify one case's result (see the module docstring)."""
+    """Classify one case's result (see the module docstring); eval/hostile_values.py uses it too."""
     if isinstance(result, BaseException):
         return "traceback"
-    code, err, intact = result
-    one_line = err.strip().count("\n") == 0 and err.startswith("retrieval: error: ")
-    if code == 2 and one_line and intact:
-        return "error" if expected == "error" else "silent"
-    if code == 0 and intact:
-        return "fine" if expected == "fine" else "silent"
+    code, err, ok = result
     if code < 0 or code >= 128:
         return "crash"
+    if "Traceback" in err:
+        return "traceback"
+    one_line = err.strip().count("\n") == 0 and err.startswith("retrieval: error: ")
+    if code == 2 and one_line and ok:
+        return "error" if expected == "error" else "silent"
+    if code == 0 and ok:
+        return "fine" if expected == "fine" else "silent"
     return "silent"
 
 
-def run_cases(workdir: Path) -> list[tuple[str, str, str]]:
-    """(category, case, outcome) for every case, each in its own directory under `workdir`."""
-    fx = Fixture(Path(workdir))
+def tally(cases: list[tuple[str, str, Callable, str]], run_one: Callable[[int, Callable], Result]
+          ) -> list[tuple[str, str, str]]:
+    """(category, case, outcome) for every case; `run_one(i, case)` runs the i-th."""
     rows = []
-    for i, (category, name, case, expected) in enumerate(CASES):
+    for i, (category, name, case, expected) in enumerate(cases):
         try:
-            result: Result | BaseException = case(fx, fx.case_dir(f"{i:02d}"))
+            result: Result | BaseException = run_one(i, case)
         except Exception as e:  # a bug: reported as a traceback, never raised
             result = e
         rows.append((category, name, outcome(result, expected)))
     return rows
 
 
-if __name__ == "__main__":
+def print_cases(run_cases: Callable[[Path], list[tuple[str, str, str]]]) -> None:
+    """Run every case in a temporary directory and print one row each."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         for row in run_cases(Path(tmp)):
             print(" | ".join(row))
+
+
+def run_cases(workdir: Path) -> list[tuple[str, str, str]]:
+    """(category, case, outcome) for every case, each in its own directory under `workdir`."""
+    fx = Fixture(Path(workdir))
+    return tally(CASES, lambda i, case: case(fx, fx.case_dir(f"{i:02d}")))
+
+
+if __name__ == "__main__":
+    print_cases(run_cases)

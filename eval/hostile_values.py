@@ -23,7 +23,7 @@ for _path in (ROOT, ROOT / "eval"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from hostile_fs import CONFIG, DOCS, QRELS, TOPICS, run_cli  # noqa: E402
+from hostile_fs import CONFIG, DOCS, QRELS, TOPICS, outcome, print_cases, run_cli, tally  # noqa: E402,F401
 
 from retrieval.errors import InputError  # noqa: E402
 from retrieval.formats import read_run  # noqa: E402
@@ -299,39 +299,11 @@ def _evaluate(fx: Fixture, qrels: object, measures: str = "MAP"):
     return evaluate(read_run(fx.run), read_qrels(fx.qrels) if qrels is None else qrels, measures)
 
 
-def outcome(result: Result | BaseException, expected: str) -> str:
-    """Classify one case's result (see the module docstring)."""
-    if isinstance(result, BaseException):
-        return "traceback"
-    code, err, ok = result
-    if code < 0 or code >= 128:
-        return "crash"
-    if "Traceback" in err:
-        return "traceback"
-    one_line = err.strip().count("\n") == 0 and err.startswith("retrieval: error: ")
-    if code == 2 and one_line and ok:
-        return "error" if expected == "error" else "silent"
-    if code == 0 and ok:
-        return "fine" if expected == "fine" else "silent"
-    return "silent"
-
-
 def run_cases(workdir: Path) -> list[tuple[str, str, str]]:
     """(category, case, outcome) for every case."""
     fx = Fixture(Path(workdir))
-    rows = []
-    for category, name, case, expected in CASES:
-        try:
-            result: Result | BaseException = case(fx)
-        except Exception as e:  # a bug: reported as a traceback, never raised
-            result = e
-        rows.append((category, name, outcome(result, expected)))
-    return rows
+    return tally(CASES, lambda _, case: case(fx))
 
 
 if __name__ == "__main__":
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        for row in run_cases(Path(tmp)):
-            print(" | ".join(row))
+    print_cases(run_cases)

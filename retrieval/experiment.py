@@ -355,11 +355,7 @@ def check_output_dir(out: Path) -> None:
         if os.path.lexists(sub_dir) and not sub_dir.is_dir():
             raise InputError("exists and is not a directory; expected the experiment's output directory",
                              sub_dir)
-    parent = out
-    while not os.path.lexists(parent) and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise InputError(f"cannot create the output directory: {parent} is not a directory", out)
+    storage.check_creatable(out, "the output directory", out)
 
 
 def run_experiment(config: str | Path | Config, output_dir: str | Path | None = None,

@@ -147,12 +147,17 @@ def _checked_target(target: Path) -> Path:
         raise InputError("cannot build at the file system root; choose a directory path", target)
     if absolute == Path.cwd() or absolute in Path.cwd().parents:
         raise InputError("is the current directory or one of its parents; choose another path", target)
-    parent = absolute.parent
-    while not os.path.lexists(parent):
+    check_creatable(absolute.parent, "a directory here", target)
+    return absolute
+
+
+def check_creatable(path: Path, what: str, shown: str | Path) -> None:
+    """`path` can be created (or exists): its nearest existing ancestor is a directory."""
+    parent = Path(path)
+    while not os.path.lexists(parent) and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
-        raise InputError(f"cannot create a directory here: {parent} is not a directory", target)
-    return absolute
+        raise InputError(f"cannot create {what}: {parent} is not a directory", shown)
 
 
 @contextlib.contextmanager
@@ -257,11 +262,7 @@ def write_output(path: str | Path, data: bytes) -> None:
     if mode is not None and not stat.S_ISREG(mode):
         raise InputError("is a special file (not a regular file, device or pipe); refusing to"
                          " replace it", path)
-    parent = real.parent
-    while not os.path.lexists(parent):
-        parent = parent.parent
-    if not parent.is_dir():
-        raise InputError(f"cannot create the file: {parent} is not a directory", path)
+    check_creatable(real.parent, "the file", path)
     try:
         write_bytes_atomic(real, data)
     except PermissionError as e:
