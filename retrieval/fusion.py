@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from retrieval.errors import InputError
-from retrieval.types import Queries, Run, Stage
+from retrieval.pipeline import Stage
+from retrieval.types import Queries, Run
 
 RRF_K = 60
 
@@ -62,7 +63,7 @@ def interpolate(run_a: Run, run_b: Run, weight: float = 0.5, depth: int | None =
     return Run(out)
 
 
-class RRF:
+class RRF(Stage):
     """A stage fusing the Runs of several stages by reciprocal rank."""
 
     def __init__(self, *stages: Stage, k: int = RRF_K, depth: int | None = None,
@@ -77,7 +78,7 @@ class RRF:
         return _cut(fused, self.hits)
 
 
-class Interpolate:
+class Interpolate(Stage):
     """A stage: weight * normalised first + (1 - weight) * normalised second."""
 
     def __init__(self, first: Stage, second: Stage, weight: float = 0.5,

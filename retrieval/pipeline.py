@@ -1,21 +1,47 @@
-"""Composing stages into pipelines, PyTerrier style.
+"""Stages and how they compose, PyTerrier style.
 
-    pipe(bm25) % 100 >> qld        # BM25 top 100, rescored by query likelihood
-    (pipe(bm25) >> rm3) % 10       # any stage, then keep the top 10
+    bm25 % 100 >> qld              # BM25 top 100, rescored by query likelihood
+    (bm25 >> rm3) % 10             # any stage, then keep the top 10
 
-`pipe(stage)` wraps any stage (an object with `__call__(queries, run=None) ->
-Run`); `a >> b` runs `a` then gives its Run to `b`; `p % k` cuts every
-ranking to its top k. A Pipeline is itself a stage, so pipelines nest and can
-be handed to anything that takes a stage (fusion, experiments, rerankers).
+Every ranker, reranker and fusion is a `Stage`: `stage(queries) -> Run`
+searches, `stage(queries, run) -> Run` works on a given run (rescoring or
+reranking it). The operators live on the base class, so any stage composes:
+`a >> b` runs `a` then gives its Run to `b`; `s % k` cuts every ranking to its
+top k. A Pipeline is itself a stage, so pipelines nest. `pipe(f)` wraps a
+plain callable with the stage signature so it composes too.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
 from retrieval.errors import InputError
-from retrieval.types import Queries, Run, Stage
+from retrieval.types import Queries, Run
 
 
-class Cut:
+class Stage(ABC):
+    """A pipeline stage: first stages search (run is None); rerankers rescore the run they get."""
+
+    name = "stage"
+
+    @abstractmethod
+    def __call__(self, queries: Queries, run: Run | None = None) -> Run:
+        """The stage's Run for these queries (given the previous stage's Run, if any)."""
+
+    def __rshift__(self, other: Stage | Callable) -> Pipeline:
+        """`a >> b`: a, then b on a's Run."""
+        return Pipeline(self, other)
+
+    def __rrshift__(self, other: Stage | Callable) -> Pipeline:
+        return Pipeline(other, self)
+
+    def __mod__(self, k: int) -> Pipeline:
+        """`s % k`: rank cut-off."""
+        return Pipeline(self, Cut(k))
+
+
+class Cut(Stage):
     """A stage that keeps the top `k` hits of every query of the run it is given."""
 
     def __init__(self, k: int):
@@ -32,41 +58,32 @@ class Cut:
         return f"Cut({self.k})"
 
 
-class Pipeline:
+class Pipeline(Stage):
     """Stages applied in order, each given the previous stage's Run (the first gets `run`)."""
 
-    def __init__(self, *stages: Stage):
+    def __init__(self, *stages: Stage | Callable):
         if not stages:
             raise InputError("a pipeline needs at least one stage")
-        flat: list[Stage] = []
+        flat: list[Stage | Callable] = []
         for stage in stages:
+            if not callable(stage):
+                raise InputError(f"a pipeline stage must be callable, got {type(stage).__name__}")
             flat.extend(stage.stages if isinstance(stage, Pipeline) else [stage])
-        self.stages: tuple[Stage, ...] = tuple(flat)
+        self.stages: tuple[Stage | Callable, ...] = tuple(flat)
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
         for stage in self.stages:
             run = stage(queries, run)
         return run
 
-    def __rshift__(self, other: Stage) -> Pipeline:
-        """`a >> b`: then."""
-        return Pipeline(self, other)
-
-    def __rrshift__(self, other: Stage) -> Pipeline:
-        return Pipeline(other, self)
-
-    def __mod__(self, k: int) -> Pipeline:
-        """`p % k`: rank cut-off."""
-        return Pipeline(self, Cut(k))
-
     def __repr__(self) -> str:
         return " >> ".join(repr(s) if isinstance(s, Cut) else _name(s) for s in self.stages)
 
 
-def pipe(stage: Stage) -> Pipeline:
-    """Wrap a stage so that `>>` and `%` compose it."""
+def pipe(stage: Stage | Callable) -> Pipeline:
+    """Wrap a stage or a plain callable `(queries, run=None) -> Run` so that `>>` and `%` compose it."""
     return stage if isinstance(stage, Pipeline) else Pipeline(stage)
 
 
-def _name(stage: Stage) -> str:
+def _name(stage: Stage | Callable) -> str:
     return str(getattr(stage, "name", type(stage).__name__))

@@ -15,8 +15,8 @@ from retrieval import storage
 from retrieval.errors import InputError
 from retrieval.index import Index
 from retrieval.params import check as check_params
+from retrieval.pipeline import Stage
 from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
-from retrieval.types import Stage
 
 Factory = Callable[..., Stage]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 import numpy as np
 
@@ -121,9 +121,3 @@ class Run(Mapping[str, Ranking]):
     def without_query_ids(self) -> Run:
         """Drop each query's own id from its hits (BEIR convention, e.g. SciFact)."""
         return Run({q: [h for h in self[q] if h[0] != q] for q in self._rankings}, presorted=True)
-
-
-class Stage(Protocol):
-    """A pipeline stage: first stages ignore `run`; rerankers rescore it."""
-
-    def __call__(self, queries: Queries, run: Run | None = None) -> Run: ...

@@ -74,6 +74,7 @@ def test_cascade_matches_rescoring_the_cut_first_stage(cacm_index):
     bm25, qld = make_ranker("bm25", cacm_index), make_ranker("qld", cacm_index)
     composed = (pipe(bm25) % 50 >> qld)(queries)
     assert composed == qld(queries, bm25(queries).cut(50))
+    assert (bm25 % 50 >> qld)(queries) == composed  # the operators are on every stage
     assert all(len(r) <= 50 for r in composed.values())
 
 

@@ -12,6 +12,7 @@ from retrieval import params
 from retrieval.dense.encoder import Encoder
 from retrieval.dense.faiss_index import configure_search, load_dense_part
 from retrieval.errors import InputError
+from retrieval.pipeline import Stage
 from retrieval.types import Queries, Run
 
 
@@ -20,7 +21,7 @@ def _index_dir(index: Any) -> Path:
     return Path(getattr(index, "path", index))
 
 
-class DenseRetriever:
+class DenseRetriever(Stage):
     """Top-k documents by inner product of query and document embeddings.
 
     `model` defaults to the model the index was built with; a model whose

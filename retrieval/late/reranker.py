@@ -21,6 +21,7 @@ from retrieval import params
 from retrieval.errors import InputError
 from retrieval.index import Index
 from retrieval.late.model import LateModel, maxsim
+from retrieval.pipeline import Stage
 from retrieval.types import Queries, Ranking, Run, rank
 
 
@@ -63,7 +64,7 @@ def _as_model(model: LateModel | str | Path | None, threads: int | None,
     return LateModel(model, threads=threads, precision=precision)
 
 
-class LateReranker:
+class LateReranker(Stage):
     """Rerank a Run's top `depth` hits per query by MaxSim (a stage that needs a run).
 
     `precision` (default `auto`) is how queries and on-the-fly documents are encoded here.

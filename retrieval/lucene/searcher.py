@@ -22,6 +22,7 @@ from retrieval import storage
 from retrieval.errors import InputError
 from retrieval.lucene import jvm
 from retrieval.lucene.indexer import LUCENE_DIR
+from retrieval.pipeline import Stage
 from retrieval.types import Queries, Run
 
 
@@ -53,7 +54,7 @@ def _open_searcher(directory: Path) -> Any:
         raise InputError(f"cannot open Lucene index ({jvm.java_error(e)})", directory) from None
 
 
-class _LuceneStage:
+class _LuceneStage(Stage):
     """Shared machinery: open the index, configure RM3, batch search."""
 
     def __init__(self, index: Any, *, hits: int = 1000, rm3: bool = False, fb_docs: int = 10,

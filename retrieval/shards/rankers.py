@@ -16,13 +16,14 @@ import numpy as np
 
 from retrieval.errors import InputError
 from retrieval.params import check as check_params
+from retrieval.pipeline import Stage
 from retrieval.shards.layout import ShardedIndex
 from retrieval.shards.local import LocalBackend, ShardBackend
 from retrieval.shards.merge import Merged, merge
 from retrieval.shards.shard import FeedbackVector
 from retrieval.sparse.models import BM25Model, DirichletModel, JelinekMercerModel
 from retrieval.sparse.rankers import RM3
-from retrieval.types import Columns, Queries, Ranking, Run, Stage
+from retrieval.types import Columns, Queries, Ranking, Run
 
 SPARSE = ("bm25", "qld", "qljm")
 
@@ -53,7 +54,7 @@ def sparse_model(model: str, k1: float = 0.9, b: float = 0.4, mu: float = 1000.0
     raise InputError(f"unknown sparse model {model!r}; expected bm25, qld or qljm")
 
 
-class ShardedStage:
+class ShardedStage(Stage):
     """What the sharded stages share: the index, the backend and the Run they return."""
 
     name = "sharded"

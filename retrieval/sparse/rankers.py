@@ -21,6 +21,7 @@ from tqdm import tqdm
 from retrieval import params
 from retrieval.errors import InputError
 from retrieval.index import Index, open_index
+from retrieval.pipeline import Stage
 from retrieval.sparse.models import BM25Model, DirichletModel, JelinekMercerModel
 from retrieval.sparse.searcher import ImpactSearcher, WeightedQuery
 from retrieval.types import Columns, Queries, Ranking, Run
@@ -46,7 +47,7 @@ def map_queries(fn: Callable[[str, str], Ranking], queries: Queries, threads: in
     return Run(dict(zip([q for q, _ in items], rankings)), presorted=True)
 
 
-class SparseRanker:
+class SparseRanker(Stage):
     """A bag-of-words ranker over the inverted index; subclasses choose the model."""
 
     name = "sparse"
@@ -141,7 +142,7 @@ class QueryLikelihood(SparseRanker):
 FEEDBACK_TERM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
-class RM3:
+class RM3(Stage):
     """RM3 pseudo-relevance feedback around a sparse ranker, as Anserini's Rm3Reranker.
 
     Feedback documents are the ranker's top `fb_docs` (or the given run's);
