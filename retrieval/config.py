@@ -21,7 +21,8 @@ baseline and optional parameter sweeps (see configs/cacm.yaml)::
         select_on: folds             # a train split ("scifact:train"), "folds", or omitted
 
 `model` is any ranker registered in retrieval.rankers; the other keys are its
-parameters. The index is rebuilt only when missing or when its manifest's
+parameters, checked against the registry (unknown ones refused, file:line).
+The index is rebuilt only when missing or when its manifest's
 source/analyzer differ from the config. Run files are cached beside a key
 (hash of the pipeline config, the index manifest and the topics), so a re-run
 with nothing changed reads them back instead of searching.
@@ -29,7 +30,6 @@ with nothing changed reads them back instead of searching.
 
 from __future__ import annotations
 
-import inspect
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,11 +41,9 @@ from retrieval import collections
 from retrieval.errors import InputError
 from retrieval.evaluation import parse_measures
 from retrieval.formats.textfile import decode
-from retrieval.params import check as check_params
+from retrieval.params import PARAMS
 from retrieval.rankers import RANKERS
 
-RANKER_OPTIONS = {"rm3": False, "fb_docs": 10, "fb_terms": 10, "original_weight": 0.5}
-UNKEYED = {"threads"}  # parameters that do not change results
 TOP_KEYS = {"name", "collection", "topics", "topic_field", "qrels", "remove_query_ids", "index",
             "threads", "measures", "baseline", "alpha", "pipelines", "sweeps"}
 
@@ -133,11 +131,11 @@ class StageSpec:
 
     def keyed(self) -> dict[str, Any]:
         """What determines the stage's output (for cache keys)."""
-        params = {k: v for k, v in sorted(self.params.items()) if k not in UNKEYED}
+        params = {k: v for k, v in sorted(self.params.items()) if PARAMS[k].keyed}
         return {"model": self.model, "params": params, "cutoff": self.cutoff}
 
     def label(self) -> str:
-        params = ", ".join(f"{k}={v}" for k, v in sorted(self.params.items()) if k not in UNKEYED)
+        params = ", ".join(f"{k}={v}" for k, v in sorted(self.params.items()) if PARAMS[k].keyed)
         text = self.model + (f"({params})" if params else "")
         return text + (f" % {self.cutoff}" if self.cutoff else "")
 
@@ -197,34 +195,12 @@ def _check_keys(m: Located, allowed: set[str], what: str) -> None:
                          + ", ".join(sorted(allowed)), key)
 
 
-def ranker_params(model: str) -> dict[str, Any] | None:
-    """Parameter name -> default for a registered ranker, or None if it takes any keywords."""
-    sig = inspect.signature(RANKERS[model])
-    named = {p.name: p.default for p in list(sig.parameters.values())[1:]
-             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    if not named and any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
-        return None
-    return {**named, **RANKER_OPTIONS}
-
-
 def _check_param(model: str, name: str, value: Any, where: tuple[str, int]) -> None:
-    allowed = ranker_params(model)
-    if allowed is None:
-        return
-    if name not in allowed:
-        raise InputError(f"unknown parameter {name!r} for {model}; expected one of "
-                         + ", ".join(sorted(allowed)), *where)
-    default = allowed[name]
-    if default is None or default is inspect.Parameter.empty:
-        return
-    kind = (int, float) if type(default) is float else type(default)
-    if not isinstance(value, kind) or (isinstance(value, bool) and type(default) is not bool):
-        raise InputError(f"parameter {name!r} of {model} must be {type(default).__name__}, "
-                         f"got {value!r}", *where)
+    """The registry's check of one parameter, reported at its config line."""
     try:
-        check_params(**{name: value})
+        RANKERS[model].check(name, value)
     except InputError as e:
-        raise InputError(f"{model}: {e.message}", *where) from None
+        raise InputError(e.message, *where) from None
 
 
 def _stage(raw: Any, parent: Located, key: Any, threads: int) -> StageSpec:
@@ -247,8 +223,11 @@ def _stage(raw: Any, parent: Located, key: Any, threads: int) -> StageSpec:
                          where[0], lines.get("cutoff", where[1]))
     for name, value in raw_map.items():
         _check_param(model, name, value, (where[0], lines.get(name, where[1])))
-    allowed = ranker_params(model)
-    if "threads" not in raw_map and (allowed is None or "threads" in allowed):
+    try:
+        RANKERS[model].resolve(raw_map)  # checks between parameters (e.g. fb_docs needs rm3)
+    except InputError as e:
+        raise InputError(e.message, *where) from None
+    if "threads" not in raw_map and "threads" in RANKERS[model].params:
         raw_map["threads"] = threads
     return StageSpec(model, raw_map, cutoff, where)
 

@@ -30,7 +30,7 @@ from retrieval.evaluation import evaluate, per_query
 from retrieval.formats.trec import read_run, write_run
 from retrieval.index import Index, build_index
 from retrieval.pipeline import Cut, Pipeline
-from retrieval.rankers import make_ranker
+from retrieval.rankers import RANKERS, build
 from retrieval.significance import Comparison, compare
 from retrieval.types import Qrels, Queries, Run, natural_key
 
@@ -87,7 +87,8 @@ def build_pipeline(stages: list[StageSpec], index: Index, precision: str | None 
     built = []
     for spec in stages:
         try:
-            built.append(make_ranker(spec.model, index, **{"precision": precision, **spec.params}))
+            given = ({"precision": precision} if "precision" in RANKERS[spec.model].params else {})
+            built.append(build(spec.model, index, **(given | spec.params)))
         except InputError as e:
             if e.path is not None:
                 raise

@@ -73,7 +73,9 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
 
 
 class Index:
-    """An opened index: manifest, doc ids, doc store, and parts loaded on first use."""
+    """An opened native index: manifest, doc ids, doc store, and parts loaded on first use."""
+
+    kind = "native"
 
     def __init__(self, path: str | Path, verify: bool = True):
         if not isinstance(path, (str, Path)):
@@ -109,6 +111,22 @@ class Index:
     @property
     def parts(self) -> dict[str, Any]:
         return self.manifest.get("parts", {})
+
+    @property
+    def statistics(self) -> dict[str, Any]:
+        """Collection statistics (documents, unique_terms, total_terms, ...)."""
+        return self.manifest["stats"]
+
+    def text(self, doc_id: str) -> str:
+        """A document's indexed text (title and body); InputError for an unknown id."""
+        return self.docstore.get(doc_id).contents
+
+    def describe(self) -> dict[str, Any]:
+        """What `retrieval info` prints."""
+        m = self.manifest
+        return {"path": str(self.path), "kind": self.kind, "source": m.get("source"),
+                "created": m.get("created"), "analyzer": m.get("analyzer"), "stats": m.get("stats"),
+                "parts": sorted(self.parts)}
 
     def has(self, part: str) -> bool:
         """Whether the index has a representation (e.g. "inverted", "dense")."""
@@ -159,8 +177,8 @@ class Index:
         return InvertedIndex(self.require("inverted"))
 
 
-def open_index(index: Index | str | Path) -> Index:
-    """Accept an Index or a path to one."""
+def native_index(index: Index | str | Path) -> Index:
+    """Accept a native Index or the path of one (stages that need postings or a doc store)."""
     if isinstance(index, Index):
         return index
     if not isinstance(index, (str, Path)):

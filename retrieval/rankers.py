@@ -1,114 +1,211 @@
-"""Ranker names -> stage constructors, shared by the CLI and experiment configs.
+"""The ranker registry: each ranker's parameters, and how it is built on each kind of index.
 
-To add a ranker: write a stage class (constructor takes the index and its
-parameters; `__call__(queries, run=None) -> Run`), then register a factory
-here under a short name. Parameter names are the CLI flag names with `_`.
+    stage = build("bm25", open_index("indexes/cacm"), k1=1.2)   # native, sharded or Lucene alike
+
+To add a ranker: write a Stage (its constructor takes the index and its
+parameters; `__call__(queries, run=None) -> Run`), declare any parameter that
+is new in params.PARAMS (type, default, range, help), and add a `Ranker` to
+RANKERS naming its parameters and one builder per index kind it runs on.
+`retrieval search` flags, the YAML schema (config.py) and the range checks are
+generated from this table; a parameter a ranker does not take is refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from retrieval import storage
 from retrieval.errors import InputError
-from retrieval.index import Index
-from retrieval.params import check as check_params
+from retrieval.index_kinds import AnyIndex
+from retrieval.params import PARAMS, Param
 from retrieval.pipeline import Stage
-from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
 
-Factory = Callable[..., Stage]
-
-
-def _bm25(index: Index, k1: float = 0.9, b: float = 0.4, hits: int = 1000, threads: int = 1,
-          **_: Any) -> Stage:
-    return BM25(index, k1=k1, b=b, hits=hits, threads=threads)
+Builder = Callable[..., Stage]
+FEEDBACK = ("rm3", "fb_docs", "fb_terms", "original_weight")
 
 
-def _qld(index: Index, mu: float = 1000.0, hits: int = 1000, threads: int = 1, **_: Any) -> Stage:
-    return QueryLikelihood(index, "dirichlet", mu=mu, hits=hits, threads=threads)
+@dataclass(frozen=True)
+class Ranker:
+    """A registered ranker: its parameters (names in params.PARAMS) and a builder per index kind."""
+
+    name: str
+    help: str
+    params: tuple[str, ...]
+    builders: Mapping[str, Builder]
+    defaults: Mapping[str, Any] = field(default_factory=dict)  # this ranker's own defaults
+    needs_run: bool = False  # a reranker: give it a first stage's run
+
+    def parameters(self) -> dict[str, Param]:
+        """Its parameters with this ranker's defaults."""
+        return {n: dataclasses.replace(PARAMS[n], default=self.defaults.get(n, PARAMS[n].default))
+                for n in self.params}
+
+    def default(self, name: str) -> Any:
+        return self.parameters()[name].default
+
+    def check(self, name: str, value: Any) -> None:
+        """InputError unless this ranker takes `name` and `value` is of its type and range."""
+        declared = self.parameters()
+        if name not in declared:
+            raise InputError(f"unknown parameter {name!r} for {self.name}; expected one of "
+                             + ", ".join(sorted(declared)))
+        try:
+            declared[name].check(value)
+        except InputError as e:
+            raise InputError(f"{self.name}: {e.message}") from None
+
+    def keyed(self, name: str) -> bool:
+        """Whether the parameter changes results (threads does not)."""
+        return PARAMS[name].keyed
+
+    def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Every parameter's value: the given ones (checked), the defaults for the rest."""
+        declared = self.parameters()
+        for name, value in given.items():
+            self.check(name, value)
+        values = {n: p.default for n, p in declared.items()} | {n: v for n, v in given.items()
+                                                                if v is not None}
+        if not values.get("rm3", True) and any(given.get(n) is not None for n in FEEDBACK[1:]):
+            raise InputError(f"{self.name}: {', '.join(n for n in FEEDBACK[1:] if given.get(n) is not None)}"
+                             " apply with rm3")
+        return values
 
 
-def _qljm(index: Index, lam: float = 0.1, hits: int = 1000, threads: int = 1, **_: Any) -> Stage:
-    return QueryLikelihood(index, "jelinek-mercer", lam=lam, hits=hits, threads=threads)
+# ---------------------------------------------------------------- builders, by index kind
 
 
-def _late(index: Index, checkpoint: str | None = None, interpolate: float | None = None, depth: int = 100,
-          threads: int = 1, precision: str | None = None, **_: Any) -> Stage:
-    """Late-interaction reranker: it needs a run, so use it after a first stage in a pipeline or
-    with `retrieval search --candidates RUN` (checkpoint: a .safetensors path or zero-shot)."""
-    from retrieval.late import LateReranker
-
-    return LateReranker(index, checkpoint, interpolate=interpolate, depth=depth, threads=threads,
-                        precision=precision)
+MODEL_PARAMS = {"bm25": ("k1", "b"), "qld": ("mu",), "qljm": ("lam",)}  # the scoring model's own
 
 
-def _dense(index: Index, hits: int = 1000, encoder: str | None = None, precision: str | None = None,
-           ef_search: int | None = None, nprobe: int | None = None, threads: int | None = None,
-           **_: Any) -> Stage:
+def _model_params(model: str, v: dict[str, Any]) -> dict[str, Any]:
+    return {n: v[n] for n in MODEL_PARAMS[model]}
+
+
+def _native_sparse(model: str) -> Builder:
+    def build(index: AnyIndex, **v: Any) -> Stage:
+        from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
+
+        common = {"hits": v["hits"], "threads": v["threads"]} | _model_params(model, v)
+        if model == "bm25":
+            stage: Stage = BM25(index, **common)
+        else:
+            stage = QueryLikelihood(index, "dirichlet" if model == "qld" else "jelinek-mercer", **common)
+        return _feedback(RM3, stage, v)
+    return build
+
+
+def _sharded_sparse(model: str) -> Builder:
+    def build(index: AnyIndex, **v: Any) -> Stage:
+        from retrieval.shards.rankers import ShardedRM3, ShardedSparse
+
+        stage = ShardedSparse(index, model, v["hits"], _backend(index), v["threads"],
+                              **_model_params(model, v))
+        return _feedback(ShardedRM3, stage, v)
+    return build
+
+
+def _lucene_sparse(model: str) -> Builder:
+    def build(index: AnyIndex, **v: Any) -> Stage:
+        from retrieval.lucene import LuceneBM25, LuceneQLD
+
+        common = {n: v[n] for n in FEEDBACK + ("hits", "threads")} | _model_params(model, v)
+        return (LuceneBM25 if model == "bm25" else LuceneQLD)(index, **common)
+    return build
+
+
+def _feedback(rm3: type, stage: Stage, v: dict[str, Any]) -> Stage:
+    if not v["rm3"]:
+        return stage
+    return rm3(stage, fb_docs=v["fb_docs"], fb_terms=v["fb_terms"], original_weight=v["original_weight"])
+
+
+def _backend(index: AnyIndex) -> Any:
+    """The sharded index's backend (in-process unless the caller chose Ray), shared by its stages."""
+    if index.backend is None:
+        from retrieval.shards.local import LocalBackend
+
+        index.use_backend(LocalBackend(index))
+    return index.backend
+
+
+def _native_dense(index: AnyIndex, **v: Any) -> Stage:
     from retrieval.dense import DenseRetriever
 
-    return DenseRetriever(index, encoder, k=hits, precision=precision, threads=threads,
-                          ef_search=ef_search, nprobe=nprobe)
+    return DenseRetriever(index, v["encoder"], hits=v["hits"], precision=v["precision"],
+                          threads=v["threads"], ef_search=v["ef_search"], nprobe=v["nprobe"])
 
 
-def _hybrid(index: Index, weight: float = 0.5, fusion: str = "interpolate", depth: int = 1000,
-            k1: float = 0.9, b: float = 0.4, hits: int = 1000, threads: int = 1,
-            encoder: str | None = None, precision: str | None = None, **_: Any) -> Stage:
-    """BM25 fused with dense retrieval: min-max interpolation (`weight` on BM25) or RRF."""
+def _sharded_dense(index: AnyIndex, **v: Any) -> Stage:
+    from retrieval.shards.rankers import ShardedDense
+
+    for name in ("ef_search", "nprobe"):
+        if v[name] is not None:
+            raise InputError(f"{name} is not supported on a sharded index (its dense parts are flat)")
+    return ShardedDense(index, v["hits"], _backend(index), v["encoder"], v["precision"], v["threads"])
+
+
+def _hybrid(index: AnyIndex, **v: Any) -> Stage:
+    """BM25 and dense, each to `depth`, fused: min-max interpolation (`weight` on BM25) or RRF."""
     from retrieval.fusion import RRF, Interpolate
 
-    sparse = BM25(index, k1=k1, b=b, hits=depth, threads=threads)
-    dense = _dense(index, hits=depth, encoder=encoder, precision=precision)
-    if fusion == "rrf":
-        return RRF(sparse, dense, depth=depth, hits=hits)
-    if fusion != "interpolate":
-        raise InputError(f"unknown fusion {fusion!r}; expected interpolate or rrf")
-    return Interpolate(sparse, dense, weight=weight, depth=depth, hits=hits)
+    depth = v["depth"]
+    sparse = build("bm25", index, k1=v["k1"], b=v["b"], hits=depth, threads=v["threads"])
+    dense = build("dense", index, hits=depth, encoder=v["encoder"], precision=v["precision"],
+                  threads=v["threads"])
+    if v["fusion"] == "rrf":
+        return RRF(sparse, dense, rrf_k=v["rrf_k"], depth=depth, hits=v["hits"])
+    return Interpolate(sparse, dense, weight=v["weight"], depth=depth, hits=v["hits"])
 
 
-RANKERS: dict[str, Factory] = {"bm25": _bm25, "qld": _qld, "qljm": _qljm, "late": _late,
-                               "dense": _dense, "hybrid": _hybrid}
-SPARSE = {"bm25", "qld", "qljm"}
-LUCENE_MODELS = {"bm25", "qld"}
+def _late(index: AnyIndex, **v: Any) -> Stage:
+    from retrieval.late import LateReranker
+
+    return LateReranker(index, v["checkpoint"], interpolate=v["interpolate"], depth=v["depth"],
+                        hits=v["hits"], threads=v["threads"], precision=v["precision"])
 
 
-def detect_backend(path: str | Path) -> str:
-    """"lucene" for an index built by the Lucene backend or a plain Anserini index, else "native"."""
-    path = Path(path)
-    if (path / storage.MANIFEST).is_file():
-        return storage.read_manifest(path).get("backend", "native")
-    return "lucene" if any(path.glob("segments_*")) else "native"
+# ---------------------------------------------------------------- the registry
+
+SPARSE = ("hits", "threads") + FEEDBACK
+NEURAL = ("hits", "threads", "encoder", "precision")
+
+RANKERS: dict[str, Ranker] = {r.name: r for r in (
+    Ranker("bm25", "BM25 (Lucene's formula)", ("k1", "b") + SPARSE,
+           {"native": _native_sparse("bm25"), "sharded": _sharded_sparse("bm25"),
+            "lucene": _lucene_sparse("bm25")}),
+    Ranker("qld", "query likelihood, Dirichlet smoothing", ("mu",) + SPARSE,
+           {"native": _native_sparse("qld"), "sharded": _sharded_sparse("qld"),
+            "lucene": _lucene_sparse("qld")}),
+    Ranker("qljm", "query likelihood, Jelinek-Mercer smoothing", ("lam",) + SPARSE,
+           {"native": _native_sparse("qljm"), "sharded": _sharded_sparse("qljm")}),
+    Ranker("dense", "bi-encoder over the index's FAISS part", NEURAL + ("ef_search", "nprobe"),
+           {"native": _native_dense, "sharded": _sharded_dense}),
+    Ranker("hybrid", "BM25 fused with dense", NEURAL + ("depth", "k1", "b", "weight", "fusion", "rrf_k"),
+           {"native": _hybrid, "sharded": _hybrid}, defaults={"depth": 1000}),
+    Ranker("late", "late-interaction (MaxSim) reranker of a run's top `depth`",
+           ("hits", "threads", "precision", "depth", "checkpoint", "interpolate"),
+           {"native": _late, "sharded": _late}, defaults={"depth": 100}, needs_run=True),
+)}
 
 
-def make_lucene_ranker(model: str, index: str | Path, rm3: bool = False, fb_docs: int = 10,
-                       fb_terms: int = 10, original_weight: float = 0.5, k1: float = 0.9,
-                       b: float = 0.4, mu: float = 1000.0, hits: int = 1000, threads: int = 1,
-                       **_: Any) -> Stage:
-    """The Anserini/Lucene stage for `model` (bm25 or qld), through pyserini's jar."""
-    if model not in LUCENE_MODELS:
-        raise InputError(f"the lucene backend runs {', '.join(sorted(LUCENE_MODELS))}, not {model!r}")
-    check_params(fb_docs=fb_docs, fb_terms=fb_terms, original_weight=original_weight, k1=k1, b=b, mu=mu,
-                 hits=hits, threads=threads)
-    from retrieval.lucene import LuceneBM25, LuceneQLD
-
-    feedback = {"rm3": rm3, "fb_docs": fb_docs, "fb_terms": fb_terms,
-                "original_weight": original_weight, "hits": hits, "threads": threads}
-    if model == "bm25":
-        return LuceneBM25(index, k1=k1, b=b, **feedback)
-    return LuceneQLD(index, mu=mu, **feedback)
+def ranker(name: str) -> Ranker:
+    """The registered ranker called `name`; InputError naming the known ones otherwise."""
+    if name not in RANKERS:
+        raise InputError(f"unknown model {name!r}; expected one of {', '.join(RANKERS)}")
+    return RANKERS[name]
 
 
-def make_ranker(model: str, index: Index, rm3: bool = False, fb_docs: int = 10,
-                fb_terms: int = 10, original_weight: float = 0.5, **params: Any) -> Stage:
-    """Build the native stage for `model` with its parameters, optionally wrapped in RM3."""
-    check_params(fb_docs=fb_docs, fb_terms=fb_terms, original_weight=original_weight, **params)
-    if model not in RANKERS:
-        raise InputError(f"unknown model {model!r}; expected one of {', '.join(sorted(RANKERS))}")
-    stage = RANKERS[model](index, **params)
-    if rm3:
-        if model not in SPARSE:
-            raise InputError(f"RM3 needs a sparse model (bm25, qld, qljm), not {model!r}")
-        stage = RM3(stage, fb_docs=fb_docs, fb_terms=fb_terms, original_weight=original_weight)
-    return stage
+def build(name: str, index: AnyIndex | Any, **params: Any) -> Stage:
+    """The stage for ranker `name` on `index` (any kind, or a path), parameters checked."""
+    from retrieval.index_kinds import open_index
+
+    entry = ranker(name)
+    values = entry.resolve(params)  # before opening anything
+    index = open_index(index)
+    if index.kind not in entry.builders:
+        raise InputError(f"{name} does not run on a {index.kind} index; it runs on "
+                         f"{', '.join(entry.builders)} indexes", index.path)
+    return entry.builders[index.kind](index, **values)
+

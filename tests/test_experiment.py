@@ -18,7 +18,7 @@ from retrieval.cli import main as cli_main
 from retrieval.errors import InputError
 from retrieval.experiment import load_config, run_experiment
 from retrieval.pipeline import Cut, Pipeline, pipe
-from retrieval.rankers import make_ranker
+from retrieval.rankers import build
 from retrieval.significance import compare, holm
 from retrieval.types import Queries, Run
 
@@ -71,7 +71,7 @@ def test_cascade_matches_rescoring_the_cut_first_stage(cacm_index):
     from retrieval.collections import load_topics
 
     queries = Queries(list(load_topics("cacm").items())[:8])
-    bm25, qld = make_ranker("bm25", cacm_index), make_ranker("qld", cacm_index)
+    bm25, qld = build("bm25", cacm_index), build("qld", cacm_index)
     composed = (pipe(bm25) % 50 >> qld)(queries)
     assert composed == qld(queries, bm25(queries).cut(50))
     assert (bm25 % 50 >> qld)(queries) == composed  # the operators are on every stage

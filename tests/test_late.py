@@ -160,9 +160,9 @@ def test_reranker_stage_errors(tiny_index, zero_shot):
 
 
 def test_registered_as_a_ranker(tiny_index):
-    from retrieval.rankers import make_ranker
+    from retrieval.rankers import build
 
-    stage = make_ranker("late", tiny_index, checkpoint="zero-shot", depth=3, hits=10, k1=0.9)
+    stage = build("late", tiny_index, checkpoint="zero-shot", depth=3, hits=10)
     assert isinstance(stage, LateReranker) and stage.depth == 3
 
 

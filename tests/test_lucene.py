@@ -27,7 +27,7 @@ import ir_measures  # noqa: E402
 from retrieval.collections import load_qrels, load_topics  # noqa: E402
 from retrieval.errors import InputError  # noqa: E402
 from retrieval.index import build_index  # noqa: E402
-from retrieval.lucene import LuceneBM25, LuceneQLD, build_lucene_index, lucene_directory  # noqa: E402
+from retrieval.lucene import LuceneBM25, LuceneIndex, LuceneQLD, build_lucene_index  # noqa: E402
 from retrieval.storage import FORMAT_VERSION  # noqa: E402
 from retrieval.types import Document, Qrels, Queries, Run  # noqa: E402
 
@@ -136,7 +136,7 @@ def test_runs_are_ranked_and_deterministic(cacm_lucene: Path) -> None:
 def test_opens_plain_anserini_index_without_manifest(cacm_lucene: Path) -> None:
     plain = cacm_lucene / "lucene"  # what pyserini/Anserini build: Lucene files only
     assert not (plain / "manifest.json").exists()
-    assert lucene_directory(plain) == plain
+    assert LuceneIndex.open(plain).directory == plain
     topics = Queries(list(load_topics("cacm").items())[:3])
     assert LuceneQLD(plain, hits=20)(topics) == LuceneQLD(cacm_lucene, hits=20)(topics)
 

@@ -12,18 +12,17 @@ from retrieval.cli import main
 from retrieval.errors import InputError
 from retrieval.formats.trec import format_run
 from retrieval.index import Index, build_index
-from retrieval.rankers import make_ranker
+from retrieval.rankers import build
 from retrieval.shards import (
     LocalBackend,
     ShardedIndex,
     ShardUnavailable,
     build_sharded_index,
-    make_sharded_ranker,
 )
 from retrieval.shards.dense import DenseSource
 from retrieval.shards.ray_backend import RayBackend, connect
 
-SYSTEMS = {  # name -> (model, parameters) as make_ranker takes them
+SYSTEMS = {  # name -> (model, parameters) as rankers.build takes them
     "bm25": ("bm25", {}),
     "qld": ("qld", {}),
     "bm25+rm3": ("bm25", {"rm3": True}),
@@ -73,12 +72,12 @@ def scifact_ray(ray_cluster, scifact_sharded):
 
 def single_run(index: Index, system: str, queries) -> bytes:
     model, params = SYSTEMS[system]
-    return format_run(make_ranker(model, index, **params)(queries)).encode()
+    return format_run(build(model, index, **params)(queries)).encode()
 
 
 def sharded_run(index: ShardedIndex, backend, system: str, queries):
     model, params = SYSTEMS[system]
-    run = make_sharded_ranker(model, index, backend, **params)(queries)
+    run = build(model, index.use_backend(backend), **params)(queries)
     return run, format_run(run).encode()
 
 
@@ -159,11 +158,11 @@ def broken(cacm_sharded, tmp_path_factory):
 def test_missing_shard_is_an_error_naming_it(broken, ray_cluster):
     queries = collections.load_topics("cacm")
     with pytest.raises(ShardUnavailable, match="shard-002"):
-        make_sharded_ranker("bm25", broken, LocalBackend(broken))(queries)
+        build("bm25", broken.use_backend(LocalBackend(broken)))(queries)
     backend = RayBackend(broken, retries=1)
     try:
         with pytest.raises(ShardUnavailable, match="shard shard-002 is unavailable"):
-            make_sharded_ranker("bm25", broken, backend)(queries)
+            build("bm25", broken.use_backend(backend))(queries)
     finally:
         backend.close()
 
@@ -173,12 +172,12 @@ def test_allow_partial_flags_the_run(cacm_index, broken, ray_cluster):
     queries = collections.load_topics("cacm")
     backend = RayBackend(broken, allow_partial=True, retries=1)
     try:
-        run = make_sharded_ranker("bm25", broken, backend)(queries)
+        run = build("bm25", broken.use_backend(backend))(queries)
     finally:
         backend.close()
     assert run.missing_shards == ("shard-002",) and not run.complete
     gone = set(cacm_index.doc_id_list[2::4])  # shard i holds the (i+1)-th, (i+5)-th, ... doc ids
-    full = make_ranker("bm25", cacm_index)(queries)
+    full = build("bm25", cacm_index)(queries)
     for qid in queries:
         kept = [h for h in full.get(qid, []) if h[0] not in gone]
         assert run.get(qid, [])[:len(kept)] == kept
@@ -259,7 +258,7 @@ def test_ray_needs_a_sharded_index(cacm_index, capsys):
 def _dense_run(index: ShardedIndex, model: str, queries) -> bytes:
     backend = RayBackend(index)
     try:
-        return format_run(make_sharded_ranker(model, index, backend)(queries)).encode()
+        return format_run(build(model, index.use_backend(backend))(queries)).encode()
     finally:
         backend.close()
 
@@ -277,7 +276,7 @@ def test_cacm_dense_on_ray_equals_single_index(tmp_path_factory, ray_cluster):
     build_sharded_index(docs, root / "encoded", 4, dense=DenseSource(), progress=False)
     build_sharded_index(docs, root / "copied", 4, dense=DenseSource(reuse=root / "single"), progress=False)
     queries = collections.load_topics("cacm")
-    reference = format_run(make_ranker("dense", single)(queries)).encode()
+    reference = format_run(build("dense", single)(queries)).encode()
     assert _dense_run(ShardedIndex.open(root / "encoded"), "dense", queries) == reference
     assert _dense_run(ShardedIndex.open(root / "copied"), "dense", queries) == reference
 
@@ -290,7 +289,7 @@ def test_scifact_dense_and_hybrid_on_ray_equal_single_index(scifact_dense_index,
     index = ShardedIndex.open(path)
     queries = collections.load_topics("scifact")
     for model in ("dense", "hybrid"):
-        reference = format_run(make_ranker(model, scifact_dense_index)(queries)).encode()
+        reference = format_run(build(model, scifact_dense_index)(queries)).encode()
         assert _dense_run(index, model, queries) == reference, model
 
 
@@ -306,7 +305,7 @@ def test_late_reranking_on_shards_equals_single_index(tmp_path, capsys):
     build_late(tmp_path / "single", model, progress=False)
     build_sharded_index(docs, tmp_path / "sharded", 4, workers=1, progress=False, late=LateSource(model))
     queries = dict(list(collections.load_topics("cacm").items())[:12])
-    first = make_ranker("bm25", Index.open(tmp_path / "single"), hits=100)(queries)
+    first = build("bm25", Index.open(tmp_path / "single"), hits=100)(queries)
     single = LateReranker(tmp_path / "single", model, use_store=True)(queries, first)
     sharded = LateReranker(tmp_path / "sharded", model, use_store=True)(queries, first)
     assert format_run(sharded) == format_run(single) and len(format_run(single)) > 1000

@@ -155,9 +155,9 @@ def add_dense(index: Any, encoder: Encoder | None = None, index_type: str = "fla
     Documents are read from the index's doc store in internal order, so FAISS
     row i is docno i; `Document.contents` (title + " " + text) is encoded.
     """
-    from retrieval.index import open_index
+    from retrieval.index import native_index
 
-    opened = open_index(index)
+    opened = native_index(index)
     docs = list(opened.docstore)
     return build_dense_part(opened.path, [d.id for d in docs], [d.contents for d in docs],
                             encoder=encoder, index_type=index_type, params=params)

@@ -13,13 +13,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from retrieval import params
 from retrieval.errors import InputError
-from retrieval.index import Index
+from retrieval.index_kinds import AnyIndex
 from retrieval.late.model import LateModel, maxsim
 from retrieval.pipeline import Stage
 from retrieval.types import Queries, Ranking, Run, rank
@@ -44,19 +43,6 @@ def interpolate_ranking(first: Ranking, late: Ranking, weight: float) -> Ranking
     return rank(zip(docs, (weight * a + (1 - weight) * b).tolist()))
 
 
-def _open(index: Index | str | Path | None) -> Any:
-    """An Index, or for a sharded index its documents and late stores (shards.late)."""
-    if index is None or isinstance(index, Index):
-        return index
-    from retrieval.shards.layout import is_sharded
-
-    if is_sharded(index):
-        from retrieval.shards.late import ShardedDocuments
-
-        return ShardedDocuments(index)
-    return Index.open(index)
-
-
 def _as_model(model: LateModel | str | Path | None, threads: int | None,
               precision: str | None) -> LateModel:
     if isinstance(model, LateModel):
@@ -65,23 +51,27 @@ def _as_model(model: LateModel | str | Path | None, threads: int | None,
 
 
 class LateReranker(Stage):
-    """Rerank a Run's top `depth` hits per query by MaxSim (a stage that needs a run).
+    """Rerank a Run's top `depth` hits per query by MaxSim (a stage that needs a run); keep `hits`.
 
     `precision` (default `auto`) is how queries and on-the-fly documents are encoded here.
     """
 
-    def __init__(self, index: Index | str | Path | None = None, model: LateModel | str | Path | None = None,
-                 *, interpolate: float | None = None, depth: int = 100, use_store: bool | None = None,
+    def __init__(self, index: AnyIndex | str | Path | None = None,
+                 model: LateModel | str | Path | None = None, *, interpolate: float | None = None,
+                 depth: int | None = None, hits: int | None = None, use_store: bool | None = None,
                  threads: int | None = None, precision: str | None = None):
+        from retrieval.index_kinds import open_index
         from retrieval.late.store import PART, LateStore
+        from retrieval.rankers import RANKERS
 
-        params.check(depth=depth, interpolate=interpolate, threads=threads)
-        self.index = _open(index)
+        params.check(depth=depth, hits=hits, interpolate=interpolate, threads=threads)
+        self.index = None if index is None else open_index(index)
         self.model = _as_model(model, threads, precision)
-        self.interpolate, self.depth = interpolate, depth
+        self.interpolate, self.hits = interpolate, hits
+        self.depth = depth or RANKERS["late"].default("depth")
         self.store = None
         if self.index is not None and self.index.has(PART) and use_store is not False:
-            store = LateStore(self.index) if isinstance(self.index, Index) else self.index.late_store()
+            store = LateStore(self.index) if self.index.kind == "native" else self.index.late_store()
             if store.compatible(self.model):
                 self.store = store
             elif use_store:
@@ -113,9 +103,7 @@ class LateReranker(Stage):
         return maxsim(q, emb, offsets)
 
     def _text(self, doc_id: str) -> str:
-        if isinstance(self.index, Index):
-            return self.index.docstore.get(doc_id).contents  # InputError names an unknown id
-        return self.index.text(doc_id)
+        return self.index.text(doc_id)  # InputError names an unknown id
 
     def rerank_hits(self, query: str, hits: Ranking, texts: Sequence[str] | None = None) -> Ranking:
         """One query's reranked top `depth` hits."""
@@ -124,7 +112,8 @@ class LateReranker(Stage):
             raise InputError("empty query text")
         scores = self.score(query, [d for d, _ in hits], None if texts is None else texts[:self.depth])
         late = rank(zip((d for d, _ in hits), scores.tolist()))
-        return late if self.interpolate is None else interpolate_ranking(hits, late, self.interpolate)
+        ranked = late if self.interpolate is None else interpolate_ranking(hits, late, self.interpolate)
+        return ranked[:self.hits] if self.hits else ranked
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
         params.check_queries(queries)

@@ -7,7 +7,6 @@ search does (see `retrieval.lucene.jvm`).
 from retrieval.lucene.indexer import build_lucene_index
 from retrieval.lucene.jvm import is_running as jvm_running
 from retrieval.lucene.jvm import start as start_jvm
-from retrieval.lucene.searcher import LuceneBM25, LuceneQLD, index_info, lucene_directory
+from retrieval.lucene.searcher import LuceneBM25, LuceneIndex, LuceneQLD
 
-__all__ = ["LuceneBM25", "LuceneQLD", "build_lucene_index", "index_info", "jvm_running",
-           "lucene_directory", "start_jvm"]
+__all__ = ["LuceneBM25", "LuceneIndex", "LuceneQLD", "build_lucene_index", "jvm_running", "start_jvm"]

@@ -14,36 +14,90 @@ directory (no manifest, Lucene `segments_N` file inside).
 
 from __future__ import annotations
 
-import json
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from retrieval import storage
+from retrieval import params, storage
 from retrieval.errors import InputError
 from retrieval.lucene import jvm
 from retrieval.lucene.indexer import LUCENE_DIR
+from retrieval.params import default
 from retrieval.pipeline import Stage
 from retrieval.types import Queries, Run
 
 
-def lucene_directory(index: Any) -> Path:
-    """The Lucene index directory for an index path (ours or a plain Anserini one) or Index."""
-    path = Path(getattr(index, "path", index))
-    if (path / storage.MANIFEST).is_file():
-        manifest = storage.read_manifest(path)
-        part = manifest.get("parts", {}).get(LUCENE_DIR)
-        if part is None:
-            raise InputError("index has no Lucene part (built by the native backend?); build one"
-                             " with `retrieval index --backend lucene`", path)
-        for rel in part.get("files", {}):
-            if not (path / rel).is_file():
-                raise InputError("Lucene index file is missing; rebuild the index", path / rel)
-        return path / LUCENE_DIR
-    if not path.is_dir():
-        raise InputError("no index here (directory does not exist)", path)
-    if any(path.glob("segments_*")):
-        return path
-    raise InputError("not an index: no manifest.json and no Lucene segments_N file", path)
+class LuceneIndex:
+    """An opened Lucene index: one of ours (manifest + `lucene/` part) or a plain Anserini one."""
+
+    kind = "lucene"
+    analyzer = None  # Lucene's EnglishAnalyzer, inside the jar: queries go to it as text
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.manifest: dict[str, Any] | None = None
+        if (self.path / storage.MANIFEST).is_file():
+            self.manifest = storage.read_manifest(self.path)
+            part = self.manifest.get("parts", {}).get(LUCENE_DIR)
+            if part is None:
+                raise InputError("index has no Lucene part (built by the native backend?); build one"
+                                 " with `retrieval index --backend lucene`", self.path)
+            for rel in part.get("files", {}):
+                if not (self.path / rel).is_file():
+                    raise InputError("Lucene index file is missing; rebuild the index", self.path / rel)
+            self.directory = self.path / LUCENE_DIR
+        elif not self.path.is_dir():
+            raise InputError("no index here (directory does not exist)", self.path)
+        elif any(self.path.glob("segments_*")):
+            self.directory = self.path
+        else:
+            raise InputError("not an index: no manifest.json and no Lucene segments_N file", self.path)
+
+    @classmethod
+    def open(cls, path: str | Path) -> LuceneIndex:
+        """Open a Lucene index directory (ours or Anserini's)."""
+        return cls(path)
+
+    def __repr__(self) -> str:
+        return f"LuceneIndex({str(self.path)!r})"
+
+    @property
+    def parts(self) -> dict[str, Any]:
+        return self.manifest["parts"] if self.manifest else {LUCENE_DIR: {}}
+
+    def has(self, part: str) -> bool:
+        return part in self.parts
+
+    @cached_property
+    def statistics(self) -> dict[str, Any]:
+        """Documents and term counts (from our manifest, else read from the Lucene index)."""
+        if self.manifest:
+            return self.manifest["stats"]
+        from retrieval.lucene.indexer import index_stats
+
+        return index_stats(self.directory)
+
+    def text(self, doc_id: str) -> str:
+        """A document's stored text (the `contents` field Anserini stores with -storeRaw)."""
+        searcher = _open_searcher(self.directory)
+        try:
+            doc = searcher.doc(str(doc_id))
+            if doc is None:
+                raise InputError(f"document {doc_id!r} is not in the index", self.path)
+            return str(doc.get("contents") or doc.get("raw") or "")
+        finally:
+            searcher.close()
+
+    def describe(self) -> dict[str, Any]:
+        """What `retrieval info` prints."""
+        m = self.manifest or {}
+        return {"path": str(self.path), "kind": self.kind, "source": m.get("source", str(self.directory)),
+                "created": m.get("created"), "analyzer": m.get("analyzer"), "stats": self.statistics,
+                "parts": sorted(self.parts)}
+
+
+def _as_lucene(index: Any) -> LuceneIndex:
+    return index if isinstance(index, LuceneIndex) else LuceneIndex.open(index)
 
 
 def _open_searcher(directory: Path) -> Any:
@@ -57,15 +111,13 @@ def _open_searcher(directory: Path) -> Any:
 class _LuceneStage(Stage):
     """Shared machinery: open the index, configure RM3, batch search."""
 
-    def __init__(self, index: Any, *, hits: int = 1000, rm3: bool = False, fb_docs: int = 10,
-                 fb_terms: int = 10, original_weight: float = 0.5, threads: int = 1):
-        if not isinstance(hits, int) or hits < 1:
-            raise InputError(f"hits must be a positive integer, got {hits!r}")
-        if not isinstance(threads, int) or threads < 1:
-            raise InputError(f"threads must be a positive integer, got {threads!r}")
-        if rm3 and not (fb_docs >= 1 and fb_terms >= 1 and 0.0 <= original_weight <= 1.0):
-            raise InputError("RM3 needs fb_docs >= 1, fb_terms >= 1 and 0 <= original_weight <= 1")
-        self.directory = lucene_directory(index)
+    def __init__(self, index: Any, *, hits: int = default("hits"), rm3: bool = False,
+                 fb_docs: int = default("fb_docs"), fb_terms: int = default("fb_terms"),
+                 original_weight: float = default("original_weight"), threads: int = default("threads")):
+        params.check(hits=hits, threads=threads, rm3=rm3, fb_docs=fb_docs, fb_terms=fb_terms,
+                     original_weight=original_weight)
+        self.index = _as_lucene(index)
+        self.directory = self.index.directory
         self.hits, self.threads, self.rm3 = hits, threads, rm3
         self.fb_docs, self.fb_terms, self.original_weight = fb_docs, fb_terms, original_weight
         self._searcher = _open_searcher(self.directory)
@@ -150,14 +202,11 @@ class _LuceneStage(Stage):
 class LuceneBM25(_LuceneStage):
     """Lucene BM25 (Anserini defaults k1=0.9, b=0.4), optionally with RM3 feedback."""
 
-    def __init__(self, index: Any, *, k1: float = 0.9, b: float = 0.4, hits: int = 1000,
-                 rm3: bool = False, fb_docs: int = 10, fb_terms: int = 10,
-                 original_weight: float = 0.5, threads: int = 1):
-        if k1 < 0 or not 0.0 <= b <= 1.0:
-            raise InputError(f"BM25 needs k1 >= 0 and 0 <= b <= 1 (got k1={k1}, b={b})")
+    def __init__(self, index: Any, *, k1: float = default("k1"), b: float = default("b"),
+                 **common: Any):
+        params.check(k1=k1, b=b)
         self.k1, self.b = float(k1), float(b)
-        super().__init__(index, hits=hits, rm3=rm3, fb_docs=fb_docs, fb_terms=fb_terms,
-                         original_weight=original_weight, threads=threads)
+        super().__init__(index, **common)
 
     def _configure(self, searcher: Any) -> None:
         searcher.set_bm25(self.k1, self.b)
@@ -169,28 +218,13 @@ class LuceneBM25(_LuceneStage):
 class LuceneQLD(_LuceneStage):
     """Lucene query likelihood with Dirichlet smoothing (mu=1000), optionally with RM3."""
 
-    def __init__(self, index: Any, *, mu: float = 1000.0, hits: int = 1000, rm3: bool = False,
-                 fb_docs: int = 10, fb_terms: int = 10, original_weight: float = 0.5,
-                 threads: int = 1):
-        if mu <= 0:
-            raise InputError(f"QLD needs mu > 0 (got {mu})")
+    def __init__(self, index: Any, *, mu: float = default("mu"), **common: Any):
+        params.check(mu=mu)
         self.mu = float(mu)
-        super().__init__(index, hits=hits, rm3=rm3, fb_docs=fb_docs, fb_terms=fb_terms,
-                         original_weight=original_weight, threads=threads)
+        super().__init__(index, **common)
 
     def _configure(self, searcher: Any) -> None:
         searcher.set_qld(self.mu)
 
     def _params(self) -> dict[str, Any]:
         return {"mu": self.mu, **super()._params()}
-
-
-def index_info(index: Any) -> dict[str, Any]:
-    """Manifest of one of our Lucene indexes, or basic facts about a plain Anserini index."""
-    directory = lucene_directory(index)
-    manifest_path = directory.parent / storage.MANIFEST
-    if directory.name == LUCENE_DIR and manifest_path.is_file():
-        return json.loads(manifest_path.read_text())
-    from retrieval.lucene.indexer import index_stats
-
-    return {"backend": "lucene", "source": str(directory), "stats": index_stats(directory)}

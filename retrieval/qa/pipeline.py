@@ -48,13 +48,13 @@ class RetrieveThenRead:
                  retriever: Any = None, query_model: str | Path | None = None,
                  bm25_weight: float = 0.0):
         from retrieval.dense import DenseRetriever
-        from retrieval.index import open_index
+        from retrieval.index import native_index
 
         if k < 1:
             raise InputError(f"k must be positive, got {k}")
         if temperature <= 0:
             raise InputError(f"temperature must be positive, got {temperature}")
-        self.index = open_index(index)
+        self.index = native_index(index)
         self.retriever = retriever or DenseRetriever(self.index, k=k, threads=threads, precision=precision)
         self.reader = reader if isinstance(reader, SpanReader) else \
             SpanReader(reader, precision=precision, threads=threads)

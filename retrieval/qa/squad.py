@@ -131,3 +131,11 @@ def exclude_paragraphs(examples: Iterable[Example], held_out: Iterable[Example])
 def gold_answers(examples: Iterable[Example]) -> dict[str, list[str]]:
     """Question id -> gold answer texts (the official script's ground truths)."""
     return {ex.id: [a.text for a in ex.answers] for ex in examples}
+
+
+def read_predictions(path: str | Path) -> dict[str, str]:
+    """A SQuAD predictions file: a JSON object {question id: answer text}."""
+    preds = _load_json(Path(path))
+    if not isinstance(preds, dict) or not all(isinstance(v, str) for v in preds.values()):
+        raise InputError("expected a JSON object {question id: answer text}", path)
+    return preds

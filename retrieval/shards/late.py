@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,6 @@ from retrieval.errors import InputError
 from retrieval.index import Index
 from retrieval.late.model import LateModel
 from retrieval.late.store import PART, LateStore, StoreWriter, encoded_documents, store_entry
-from retrieval.shards.layout import ShardedIndex
 from retrieval.types import Document
 
 
@@ -80,36 +78,3 @@ class ShardedLateStore:
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         dim = self.stores[0].embeddings.shape[1]
         return (np.concatenate(pieces) if pieces else np.zeros((0, dim), np.float32)), offsets
-
-
-class ShardedDocuments:
-    """What the late reranker needs of a sharded index: its parts, texts and late store."""
-
-    def __init__(self, path: str | Path):
-        self.sharded = ShardedIndex.open(path)
-        self.path = self.sharded.path
-        missing = self.sharded.missing_shards()
-        if missing:
-            raise InputError(f"shard {missing[0]} is missing", self.path)
-
-    def has(self, part: str) -> bool:
-        return self.sharded.has(part)
-
-    @cached_property
-    def shards(self) -> list[Index]:
-        """Every shard, opened (and checksummed) once."""
-        return [Index.open(s.path) for s in self.sharded.shards]
-
-    @cached_property
-    def shard_of(self) -> dict[str, int]:
-        """Doc id -> the number of the shard holding it."""
-        return {d: i for i, shard in enumerate(self.shards) for d in shard.doc_id_list}
-
-    def text(self, doc_id: str) -> str:
-        """A document's text from the shard holding it."""
-        if doc_id not in self.shard_of:
-            raise InputError(f"document {doc_id!r} is not in the sharded index", self.path)
-        return self.shards[self.shard_of[doc_id]].docstore.get(doc_id).contents
-
-    def late_store(self) -> ShardedLateStore:
-        return ShardedLateStore(self.sharded.parts[PART], self.shards, self.shard_of)

@@ -16,7 +16,6 @@ and opened there.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -46,22 +45,18 @@ class ShardInfo:
     manifest_sha256: str
 
 
-def is_sharded(path: str | Path) -> bool:
-    """Whether `path` holds a sharded index (its manifest says so)."""
-    manifest = Path(path) / storage.MANIFEST
-    if not manifest.is_file():
-        return False
-    try:
-        return json.loads(manifest.read_text()).get("kind") == KIND
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 class ShardedIndex:
-    """An opened sharded index: the top-level manifest and its shards (opened by searchers)."""
+    """An opened sharded index: the top-level manifest and its shards (opened by searchers).
+
+    `backend` (set by `use_backend`) is where its stages search the shards:
+    None means in this process (shards.local); shards.ray_backend runs them on Ray.
+    """
+
+    kind = KIND
 
     def __init__(self, path: str | Path, verify: bool = True):
         self.path = Path(path)
+        self.backend: Any = None
         self.manifest = storage.read_manifest(self.path)
         if self.manifest.get("kind") != KIND:
             raise InputError("not a sharded index (build one with `retrieval index --shards N`)",
@@ -100,6 +95,44 @@ class ShardedIndex:
         return int(self.manifest["stats"]["documents"])
 
     @property
+    def statistics(self) -> dict[str, Any]:
+        """Collection-wide statistics (documents, unique_terms, total_terms, ...)."""
+        return self.manifest["stats"]
+
+    def use_backend(self, backend: Any) -> ShardedIndex:
+        """Search the shards through `backend` (a shards.local.ShardBackend); returns self."""
+        self.backend = backend
+        return self
+
+    @cached_property
+    def shard_indexes(self) -> list[Any]:
+        """Every shard opened as an Index (checksummed once); InputError if one is missing."""
+        from retrieval.index import Index
+
+        missing = self.missing_shards()
+        if missing:
+            raise InputError(f"shard {missing[0]} is missing", self.path)
+        return [Index.open(s.path) for s in self.shards]
+
+    @cached_property
+    def shard_of(self) -> dict[str, int]:
+        """Doc id -> the number of the shard holding it."""
+        return {d: i for i, shard in enumerate(self.shard_indexes) for d in shard.doc_id_list}
+
+    def text(self, doc_id: str) -> str:
+        """A document's indexed text, from the shard holding it."""
+        if doc_id not in self.shard_of:
+            raise InputError(f"document {doc_id!r} is not in the sharded index", self.path)
+        return self.shard_indexes[self.shard_of[doc_id]].text(doc_id)
+
+    def late_store(self) -> Any:
+        """The shards' late stores behind one `gather(doc_ids)` (shards.late)."""
+        from retrieval.late.store import PART
+        from retrieval.shards.late import ShardedLateStore
+
+        return ShardedLateStore(self.parts[PART], self.shard_indexes, self.shard_of)
+
+    @property
     def parts(self) -> dict[str, Any]:
         return self.manifest.get("parts", {})
 
@@ -120,7 +153,7 @@ class ShardedIndex:
         """What `retrieval info` prints."""
         m = self.manifest
         missing = set(self.missing_shards())
-        return {"path": str(self.path), "kind": KIND, "source": m.get("source"),
+        return {"path": str(self.path), "kind": self.kind, "source": m.get("source"),
                 "created": m.get("created"), "analyzer": m.get("analyzer"), "stats": m.get("stats"),
                 "partition": m.get("partition"), "parts": sorted(self.parts),
                 "shards": [{"name": s.name, "documents": s.documents,

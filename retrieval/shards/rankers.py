@@ -16,6 +16,7 @@ import numpy as np
 
 from retrieval.errors import InputError
 from retrieval.params import check as check_params
+from retrieval.params import default
 from retrieval.pipeline import Stage
 from retrieval.shards.layout import ShardedIndex
 from retrieval.shards.local import LocalBackend, ShardBackend
@@ -24,8 +25,6 @@ from retrieval.shards.shard import FeedbackVector
 from retrieval.sparse.models import BM25Model, DirichletModel, JelinekMercerModel
 from retrieval.sparse.rankers import RM3
 from retrieval.types import Columns, Queries, Ranking, Run
-
-SPARSE = ("bm25", "qld", "qljm")
 
 
 class ShardedRun(Run):
@@ -41,17 +40,12 @@ class ShardedRun(Run):
         return not self.missing_shards
 
 
-def sparse_model(model: str, k1: float = 0.9, b: float = 0.4, mu: float = 1000.0, lam: float = 0.1) -> Any:
-    """The scoring model for a sparse ranker name (bm25, qld, qljm)."""
-    if model == "bm25":
-        return BM25Model(k1, b)
-    if model == "qld":
-        return DirichletModel(mu)
-    if model == "qljm":
-        if not 0.0 < lam < 1.0:
-            raise InputError(f"Jelinek-Mercer lambda must be in (0, 1), got {lam}")
-        return JelinekMercerModel(lam)
-    raise InputError(f"unknown sparse model {model!r}; expected bm25, qld or qljm")
+def sparse_model(model: str, **params: float) -> Any:
+    """The scoring model for a sparse ranker name (bm25, qld, qljm) with its parameters."""
+    models = {"bm25": BM25Model, "qld": DirichletModel, "qljm": JelinekMercerModel}
+    if model not in models:
+        raise InputError(f"unknown sparse model {model!r}; expected bm25, qld or qljm")
+    return models[model](**params)
 
 
 class ShardedStage(Stage):
@@ -60,10 +54,9 @@ class ShardedStage(Stage):
     name = "sharded"
 
     def __init__(self, index: ShardedIndex, hits: int, backend: ShardBackend | None, threads: int):
-        if hits < 1:
-            raise InputError(f"hits must be at least 1, got {hits}")
+        check_params(hits=hits, threads=threads)
         self.index, self.hits, self.threads = index, hits, threads
-        self.backend = backend or LocalBackend(index)
+        self.backend = backend or index.backend or index.use_backend(LocalBackend(index)).backend
 
     def to_run(self, qids: list[str], merged: list[Merged]) -> ShardedRun:
         return ShardedRun({q: Columns(m.ids, m.scores) for q, m in zip(qids, merged)},
@@ -73,8 +66,8 @@ class ShardedStage(Stage):
 class ShardedSparse(ShardedStage):
     """BM25 / query likelihood over the shards: the single index's Run, searched shard by shard."""
 
-    def __init__(self, index: ShardedIndex, model: str = "bm25", hits: int = 1000,
-                 backend: ShardBackend | None = None, threads: int = 1, **params: float):
+    def __init__(self, index: ShardedIndex, model: str = "bm25", hits: int = default("hits"),
+                 backend: ShardBackend | None = None, threads: int = default("threads"), **params: float):
         super().__init__(index, hits, backend, threads)
         self.model = sparse_model(model, **params)
         self.name = model
@@ -119,8 +112,9 @@ class ShardedRM3(RM3):
 
     ranker: ShardedSparse
 
-    def __init__(self, ranker: ShardedSparse, fb_docs: int = 10, fb_terms: int = 10,
-                 original_weight: float = 0.5, hits: int | None = None):
+    def __init__(self, ranker: ShardedSparse, fb_docs: int = default("fb_docs"),
+                 fb_terms: int = default("fb_terms"), original_weight: float = default("original_weight"),
+                 hits: int | None = None):
         super().__init__(ranker, fb_docs, fb_terms, original_weight, hits)  # type: ignore[arg-type]
         self._vectors: dict[str, FeedbackVector] = {}
 
@@ -165,7 +159,7 @@ class ShardedDense(ShardedStage):
 
     name = "dense"
 
-    def __init__(self, index: ShardedIndex, hits: int = 1000, backend: ShardBackend | None = None,
+    def __init__(self, index: ShardedIndex, hits: int = default("hits"), backend: ShardBackend | None = None,
                  model: Any = None, precision: str | None = None, threads: int | None = None):
         from retrieval.shards.dense import query_encoder
 
@@ -183,42 +177,3 @@ class ShardedDense(ShardedStage):
         vectors = self.encoder.encode(list(queries.values()), desc="encoding queries")
         results = self.backend.broadcast("dense_search", vectors, self.hits, self.encoder.threads)
         return self.to_run(list(queries), merge(results, len(queries), self.hits, len(self.index.shards)))
-
-
-def make_sharded_ranker(model: str, index: ShardedIndex, backend: ShardBackend | None = None,
-                        rm3: bool = False, fb_docs: int = 10, fb_terms: int = 10,
-                        original_weight: float = 0.5,
-                        k1: float = 0.9, b: float = 0.4, mu: float = 1000.0, lam: float = 0.1,
-                        hits: int = 1000, threads: int = 1, weight: float = 0.5,
-                        fusion: str = "interpolate", encoder: str | None = None,
-                        precision: str | None = None, **_: Any) -> Stage:
-    """The sharded stage for `model` (bm25, qld, qljm, dense, hybrid), optionally with RM3.
-
-    The parameters are `make_ranker`'s; `backend` defaults to in-process search.
-    """
-    check_params(fb_docs=fb_docs, fb_terms=fb_terms, original_weight=original_weight, k1=k1, b=b, mu=mu,
-                 lam=lam, hits=hits, threads=threads, weight=weight)
-    backend = backend or LocalBackend(index)
-    if rm3 and model not in SPARSE:
-        raise InputError(f"RM3 needs a sparse model (bm25, qld, qljm), not {model!r}")
-    if model in SPARSE:
-        params = _sparse_params(model, k1, b, mu, lam)
-        stage: Any = ShardedSparse(index, model, hits, backend, threads, **params)
-        return ShardedRM3(stage, fb_docs, fb_terms, original_weight) if rm3 else stage
-    if model == "dense":
-        return ShardedDense(index, hits, backend, encoder, precision)
-    if model == "hybrid":
-        from retrieval.fusion import RRF, Interpolate
-
-        depth = 1000
-        sparse = ShardedSparse(index, "bm25", depth, backend, threads, k1=k1, b=b)
-        dense = ShardedDense(index, depth, backend, encoder, precision)
-        if fusion == "rrf":
-            return RRF(sparse, dense, depth=depth, hits=hits)
-        return Interpolate(sparse, dense, weight=weight, depth=depth, hits=hits)
-    raise InputError(f"unknown model {model!r} for a sharded index; expected bm25, qld, qljm, dense"
-                     " or hybrid")
-
-
-def _sparse_params(model: str, k1: float, b: float, mu: float, lam: float) -> dict[str, float]:
-    return {"bm25": {"k1": k1, "b": b}, "qld": {"mu": mu}, "qljm": {"lam": lam}}[model]

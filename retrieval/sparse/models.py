@@ -51,8 +51,8 @@ def _collection_probability(stats: CollectionStats) -> np.ndarray:
 class BM25Model:
     """Lucene's BM25Similarity: idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))."""
 
-    k1: float = 0.9
-    b: float = 0.4
+    k1: float
+    b: float
 
     def impacts(self, index: InvertedIndex, stats: CollectionStats | None = None) -> np.ndarray:
         stats = stats or CollectionStats.of(index)
@@ -69,7 +69,7 @@ class BM25Model:
 class DirichletModel:
     """Lucene's LMDirichletSimilarity: max(0, log(1 + tf / (mu p(t|C))) + log(mu / (dl + mu)))."""
 
-    mu: float = 1000.0
+    mu: float
 
     def impacts(self, index: InvertedIndex, stats: CollectionStats | None = None) -> np.ndarray:
         pc = np.repeat(_collection_probability(stats or CollectionStats.of(index)), index.df)
@@ -85,7 +85,7 @@ class JelinekMercerModel:
     `lam` is the weight of the collection model, as in Lucene and Anserini.
     """
 
-    lam: float = 0.1
+    lam: float
 
     def impacts(self, index: InvertedIndex, stats: CollectionStats | None = None) -> np.ndarray:
         pc = np.repeat(_collection_probability(stats or CollectionStats.of(index)), index.df)

@@ -20,7 +20,8 @@ from tqdm import tqdm
 
 from retrieval import params
 from retrieval.errors import InputError
-from retrieval.index import Index, open_index
+from retrieval.index import Index, native_index
+from retrieval.params import default
 from retrieval.pipeline import Stage
 from retrieval.sparse.models import BM25Model, DirichletModel, JelinekMercerModel
 from retrieval.sparse.searcher import ImpactSearcher, WeightedQuery
@@ -52,9 +53,10 @@ class SparseRanker(Stage):
 
     name = "sparse"
 
-    def __init__(self, index: Index | str | Path, model, hits: int = 1000, threads: int = 1):
+    def __init__(self, index: Index | str | Path, model, hits: int = default("hits"),
+                 threads: int = default("threads")):
         params.check(hits=hits, threads=threads)
-        self.index = open_index(index)
+        self.index = native_index(index)
         self.model = model
         self.hits = hits
         self.threads = threads
@@ -98,10 +100,10 @@ class SparseRanker(Stage):
         params.check_queries(queries)
         params.check_run(run)
         self.searcher  # noqa: B018  (build impacts once, before threads start)
-        if run is not None:
+        if run is not None:  # rescore the run's documents; keep the top `hits`
             return map_queries(lambda q, t: self.rescore_terms(self.weighted(self.analyse(t), q),
-                                                               run.get(q, [])), queries, self.threads,
-                               desc="rescoring")
+                                                               run.get(q, []))[:self.hits], queries,
+                               self.threads, desc="rescoring")
         return self.search_many({q: self.analyse(t) for q, t in queries.items()}, self.hits)
 
     def search_many(self, terms: dict[str, dict[str, float]], k: int) -> Run:
@@ -113,12 +115,12 @@ class SparseRanker(Stage):
 
 
 class BM25(SparseRanker):
-    """BM25 as Lucene computes it (Anserini defaults k1=0.9, b=0.4)."""
+    """BM25 as Lucene computes it (defaults: Anserini's k1=0.9, b=0.4, declared in params.py)."""
 
     name = "bm25"
 
-    def __init__(self, index: Index | str | Path, k1: float = 0.9, b: float = 0.4,
-                 hits: int = 1000, threads: int = 1):
+    def __init__(self, index: Index | str | Path, k1: float = default("k1"), b: float = default("b"),
+                 hits: int = default("hits"), threads: int = default("threads")):
         params.check(k1=k1, b=b)
         super().__init__(index, BM25Model(k1, b), hits, threads)
 
@@ -126,8 +128,8 @@ class BM25(SparseRanker):
 class QueryLikelihood(SparseRanker):
     """Query likelihood with Dirichlet (`mu`) or Jelinek-Mercer (`lam`) smoothing, as Lucene."""
 
-    def __init__(self, index: Index | str | Path, smoothing: str = "dirichlet", mu: float = 1000.0,
-                 lam: float = 0.1, hits: int = 1000, threads: int = 1):
+    def __init__(self, index: Index | str | Path, smoothing: str = "dirichlet", mu: float = default("mu"),
+                 lam: float = default("lam"), hits: int = default("hits"), threads: int = default("threads")):
         if smoothing == "dirichlet":
             params.check(mu=mu)
             model, self.name = DirichletModel(mu), "qld"
@@ -152,8 +154,9 @@ class RM3(Stage):
     the L1-normalised query (weight `original_weight`) and searched again.
     """
 
-    def __init__(self, ranker: SparseRanker, fb_docs: int = 10, fb_terms: int = 10,
-                 original_weight: float = 0.5, hits: int | None = None):
+    def __init__(self, ranker: SparseRanker, fb_docs: int = default("fb_docs"),
+                 fb_terms: int = default("fb_terms"), original_weight: float = default("original_weight"),
+                 hits: int | None = None):
         params.check(fb_docs=fb_docs, fb_terms=fb_terms, original_weight=original_weight, hits=hits)
         if not hasattr(ranker, "search_many"):
             raise InputError("RM3 wraps a sparse ranker (BM25, QueryLikelihood), got"

@@ -1,0 +1,9 @@
+"""The `retrieval` subcommands: one module per feature, each with `add(subparsers)` and `run(args)`.
+
+Handlers turn parsed flags into plain library calls; no library code sees an
+argparse Namespace. cli.py registers COMMANDS in this order (the help order).
+"""
+
+from retrieval.commands import ask, evaluate, experiment, index, info, rerank, search, train
+
+COMMANDS = (index, search, evaluate, info, experiment, rerank, train, ask)

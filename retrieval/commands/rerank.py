@@ -1,0 +1,44 @@
+"""`retrieval rerank`: a run file reranked by the late-interaction model."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from retrieval import collections
+from retrieval.commands.common import precision_flag, threads_flag, topics_flags, write_run_output
+from retrieval.params import PARAMS
+from retrieval.rankers import RANKERS
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    late = RANKERS["late"]
+    p = sub.add_parser("rerank", help="rerank a run file with the late-interaction model",
+                       description="Rerank each query's top --depth hits of a TREC run by "
+                       "late-interaction MaxSim, with the index's stored token embeddings when it "
+                       "has a late/ part built by the same model, else encoding the doc store's "
+                       "texts on the fly. Writes at most --depth hits per query.")
+    p.add_argument("--index", required=True, type=Path,
+                   help="index directory (doc store, late/ part; native or sharded)")
+    topics_flags(p)
+    p.add_argument("--run", dest="run_file", required=True, type=Path, help="run file to rerank")
+    p.add_argument("--output", default="-", help="run file to write (default: stdout)")
+    p.add_argument("--model", default=None, help=PARAMS["checkpoint"].help)
+    p.add_argument("--interpolate", type=float, default=None, metavar="W",
+                   help=PARAMS["interpolate"].help)
+    p.add_argument("--depth", type=int, default=late.default("depth"),
+                   help=f"hits reranked per query (default {late.default('depth')})")
+    threads_flag(p, "torch threads")
+    precision_flag(p, "how queries and on-the-fly documents are encoded")
+    p.add_argument("--tag", default="late", help="run tag (default: late)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> None:
+    from retrieval.formats import read_run
+    from retrieval.rankers import build
+
+    queries = collections.load_topics(args.topics, args.topic_field)
+    stage = build("late", args.index, checkpoint=args.model, interpolate=args.interpolate,
+                  depth=args.depth, threads=args.threads, precision=args.precision)
+    write_run_output(stage(queries, read_run(args.run_file)), args.output, args.tag, "reranked")

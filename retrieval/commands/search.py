@@ -1,0 +1,162 @@
+"""`retrieval search`: every topic through a registered ranker, to a TREC run file.
+
+The ranker flags (--k1, --mu, --rm3, --weight, ...) are generated from the
+ranker registry; a flag the chosen model does not take is refused, never
+silently dropped. The index kind (native, sharded, Lucene) comes from the
+index itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from retrieval import collections
+from retrieval.commands.common import topics_flags, write_run_output
+from retrieval.errors import InputError
+from retrieval.params import PARAMS
+from retrieval.rankers import RANKERS
+from retrieval.types import Run
+
+EXCLUDED = {"checkpoint"}  # late's model is `retrieval rerank --model`
+
+
+def ranker_flags(p: argparse.ArgumentParser) -> list[str]:
+    """One flag per registered parameter (default None: the ranker's own default applies)."""
+    names = [n for n in PARAMS if n not in EXCLUDED and any(n in r.params for r in RANKERS.values())]
+    for name in names:
+        param = PARAMS[name]
+        takers = [r for r in RANKERS.values() if name in r.params]
+        defaults = sorted({f"{r.default(name)}" for r in takers})
+        if len(defaults) > 1:
+            default = ", ".join(f"{r.name} {r.default(name)}" for r in takers)
+        else:
+            default = defaults[0]
+        models = "" if len(takers) == len(RANKERS) else f"[{', '.join(r.name for r in takers)}] "
+        text = f"{models}{param.help} (default {default})"
+        if param.type is bool:
+            p.add_argument(param.flag, action="store_true", default=None, help=text)
+        else:
+            p.add_argument(param.flag, type=param.type, default=None, choices=param.choices or None,
+                           help=text)
+    return names
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("search", help="run topics against an index and write a TREC run file",
+                       description="Search every topic and write a TREC run file (byte-identical "
+                       "for the same inputs). With --candidates, rescore that run's documents "
+                       "instead of searching the whole index (e.g. BM25 -> QL cascade, or --model "
+                       "late).")
+    p.add_argument("--index", required=True, type=Path, help="index directory (native, sharded or "
+                   "Lucene/Anserini)")
+    topics_flags(p)
+    p.add_argument("--model", default="bm25", choices=list(RANKERS),
+                   help="; ".join(f"{r.name}: {r.help}" for r in RANKERS.values()) + " (default bm25)")
+    p.add_argument("--backend", choices=["auto", "native", "lucene"], default="auto",
+                   help="auto (default) follows the index; native or lucene insists on that kind")
+    p.set_defaults(ranker_flags=ranker_flags(p))
+    p.add_argument("--candidates", type=Path, help="rescore this run file's documents instead")
+    p.add_argument("--remove-query-ids", action=argparse.BooleanOptionalAction, default=None,
+                   help="drop each query's own id from its hits (default: on for BEIR "
+                   "collections such as scifact, off otherwise)")
+    p.add_argument("--tag", default=None, help="run tag in the last column (default: the model)")
+    p.add_argument("--output", default="-", help="run file to write (default: stdout)")
+    p.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="sharded index: search the shards on Ray, one actor per shard; 'local' "
+                   "starts a local Ray cluster, otherwise the address of a running one (shard "
+                   "directories must be readable at the same path on its nodes). Default: search "
+                   "the shards in this process")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="sharded index: if a shard stays unavailable, write the run from the other "
+                   "shards (with a warning naming the missing ones) instead of failing")
+    p.add_argument("--shard-retries", type=int, default=2,
+                   help="sharded index on Ray: restarts of a shard's actor before the shard counts as "
+                   "unavailable (default 2)")
+    p.set_defaults(handler=run)
+
+
+def given_params(args: argparse.Namespace) -> dict[str, Any]:
+    """The ranker parameters the user set, checked against the chosen model."""
+    given = {n: getattr(args, n) for n in args.ranker_flags if getattr(args, n) is not None}
+    entry = RANKERS[args.model]
+    for name in given:
+        if name not in entry.params:
+            raise InputError(f"{PARAMS[name].flag} does not apply to {args.model}; it takes "
+                             + ", ".join(PARAMS[n].flag for n in entry.params if n not in EXCLUDED))
+    entry.resolve(given)  # ranges, before any work
+    return given
+
+
+def run(args: argparse.Namespace) -> None:
+    from retrieval.index_kinds import open_index
+    from retrieval.rankers import build
+
+    params = given_params(args)
+    entry = RANKERS[args.model]
+    if entry.needs_run and not args.candidates:
+        raise InputError(f"{args.model} reranks a run: give --candidates RUN")
+    queries = collections.load_topics(args.topics, args.topic_field)
+    index = open_index(args.index)
+    if args.backend != "auto" and index.kind != args.backend:
+        raise InputError(f"this is a {index.kind} index, not {args.backend} (--backend auto follows the"
+                         " index)", args.index)
+    if args.ray and index.kind != "sharded":
+        raise InputError("--ray searches a sharded index (build one with --shards N)", args.index)
+    if args.candidates and index.kind != "native" and not entry.needs_run:
+        raise InputError(f"--candidates (rescoring) is not supported on a {index.kind} index", args.index)
+    candidates = _candidates(args.candidates, queries) if args.candidates else None
+    if index.kind == "sharded":
+        index.use_backend(_shard_backend(index, args.ray, args.allow_partial, args.shard_retries))
+    try:
+        run = build(args.model, index, **params)(queries, candidates)
+    finally:
+        if index.kind == "sharded":
+            index.backend.close()
+    if index.kind == "sharded":
+        _warn_missing(index)
+    remove = args.remove_query_ids
+    if remove is None:
+        named = collections.named(args.topics)
+        remove = bool(named and named.remove_query_ids)
+    if remove:
+        run = run.without_query_ids()
+    tag = args.tag or (args.model + ("-rm3" if params.get("rm3") else ""))
+    write_run_output(run, args.output, tag)
+
+
+def _candidates(path: Path, queries: dict[str, str]) -> Run:
+    """The run to rescore: it must answer some of the topics (else the output would be empty)."""
+    from retrieval.formats import read_run
+
+    run = read_run(path)
+    if not run:
+        raise InputError("the candidates run is empty; expected lines 'qid Q0 docid rank score tag'", path)
+    if not set(run) & set(queries):
+        raise InputError(f"the candidates run shares no query id with the topics (run: {next(iter(run))!r},"
+                         f" ...; topics: {next(iter(queries))!r}, ...)", path)
+    return run
+
+
+def _shard_backend(index: Any, ray: str | None, allow_partial: bool, retries: int) -> Any:
+    """In-process shards, or Ray actors (`ray`: "local" or a cluster address)."""
+    from retrieval.shards.local import LocalBackend
+
+    if not ray:
+        return LocalBackend(index, allow_partial)
+    try:
+        from retrieval.shards.ray_backend import RayBackend
+    except ImportError:
+        raise InputError("--ray needs the ray package: pip install 'retrieval[shards]'") from None
+    return RayBackend(index, ray, allow_partial=allow_partial, retries=retries)
+
+
+def _warn_missing(index: Any) -> None:
+    """Warn on stderr about shards left out (--allow-partial)."""
+    backend = index.backend
+    if backend.missing:
+        print(f"retrieval: warning: PARTIAL RESULTS: {len(backend.missing)} of {len(index.shards)}"
+              f" shards missing ({', '.join(sorted(backend.missing))}); the run leaves out their"
+              " documents", file=sys.stderr)

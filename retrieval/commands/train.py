@@ -1,0 +1,177 @@
+"""`retrieval train late|reader|realm`: train the late-interaction projection or the QA models."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from retrieval import collections
+from retrieval.commands.common import precision_flag, threads_flag
+from retrieval.errors import InputError
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a model: late, reader or realm",
+                       description="Train a model. `train late`: the late-interaction projection; "
+                       "`train reader`: the QA span reader; `train realm`: the QA question "
+                       "encoder on REALM's marginal likelihood.")
+    kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
+    _add_late(kinds)
+    _add_reader(kinds)
+    _add_realm(kinds)
+
+
+# ---------------------------------------------------------------- train late
+
+
+def _add_late(kinds: argparse._SubParsersAction) -> None:
+    from retrieval.late.config import TrainConfig
+
+    d = TrainConfig()
+    p = kinds.add_parser("late", help="the late-interaction projection",
+                         description="Train the late-interaction projection on a frozen encoder "
+                         "with a contrastive loss (in-batch + BM25 hard negatives) on training "
+                         "qrels; a held-out slice of the training queries picks the epoch and the "
+                         "interpolation weight. Frozen encoder outputs are cached in --cache-dir.")
+    p.add_argument("--index", type=Path, required=True, help="index of the collection (texts, BM25)")
+    p.add_argument("--topics", default="scifact:train", help="training topics (default scifact:train)")
+    p.add_argument("--qrels", default=None, help="training qrels (default: same name as --topics)")
+    p.add_argument("--output", required=True, type=Path, help="checkpoint .safetensors to write")
+    p.add_argument("--cache-dir", type=Path, default=None,
+                   help="scratch cache of encoder outputs (default $RETRIEVAL_CACHE/late)")
+    threads_flag(p, "torch threads")
+    precision_flag(p, "how the frozen encoder computes token states")
+    for name in ("dim", "epochs", "batch_size", "negatives", "negative_depth", "seed", "doc_length",
+                 "pairs_per_collection"):
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name),
+                       help=f"(default {getattr(d, name)})")
+    for name in ("lr", "temperature", "holdout", "anchor"):
+        note = "weight of ||W - W0||^2, keeping the projection near zero-shot " if name == "anchor" else ""
+        p.add_argument("--" + name, type=float, default=getattr(d, name),
+                       help=f"{note}(default {getattr(d, name)})")
+    for name in ("titles", "augment", "markers"):
+        p.add_argument("--" + name, action=argparse.BooleanOptionalAction, default=getattr(d, name),
+                       help={"titles": "add title -> abstract pairs from the corpus",
+                             "augment": "pad queries with [MASK] to 32 tokens",
+                             "markers": "query/document marker tokens"}[name])
+    p.add_argument("--pairs-from", nargs="*", metavar="COLLECTION", default=list(d.pairs_from),
+                   help="add unsupervised Inverse Cloze Task pairs (a span of a document -> the rest) "
+                   "from these collections' corpora; their queries and qrels are never read (default: "
+                   f"{' '.join(d.pairs_from) or 'none'})")
+    p.set_defaults(handler=train_late)
+
+
+def train_late(args: argparse.Namespace) -> None:
+    from retrieval.index import Index
+    from retrieval.late.config import TrainConfig
+    from retrieval.late.train import train
+    from retrieval.sparse.rankers import BM25
+
+    cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
+                         if hasattr(args, f.name)})
+    cfg.pairs_from = tuple(cfg.pairs_from)
+    index = Index.open(args.index)
+    queries = collections.load_topics(args.topics)
+    qrels = collections.load_qrels(args.qrels or args.topics)
+    run = BM25(index, hits=max(cfg.depth, cfg.negative_depth))(queries)
+    named = collections.named(args.topics)
+    if named and named.remove_query_ids:
+        run = run.without_query_ids()
+    docs = {d.id: (d.title, d.text) for d in index.docstore}
+    info = train(docs, queries, qrels, run, args.output, cfg, cache_dir=args.cache_dir,
+                 threads=args.threads, precision=args.precision)
+    print(json.dumps({k: v for k, v in info.items() if k != "history"}, indent=2))
+
+
+# ---------------------------------------------------------------- train reader / realm
+
+
+def _add_squad_flags(p: argparse.ArgumentParser, epochs: int, lr: float) -> None:
+    p.add_argument("--output", required=True, type=Path, help="checkpoint to write")
+    p.add_argument("--data", type=Path, help="SQuAD training file (default: squad2-dev)")
+    p.add_argument("--exclude", type=Path, help="leave out paragraphs whose text occurs in this "
+                   "SQuAD file (default: xquad-en, the evaluation set)")
+    p.add_argument("--epochs", type=int, default=epochs, help=f"(default {epochs})")
+    p.add_argument("--lr", type=float, default=lr, help=f"(default {lr})")
+    p.add_argument("--batch-size", type=int, default=16, help="(default 16)")
+    p.add_argument("--seed", type=int, default=0, help="(default 0)")
+    threads_flag(p, "torch threads")
+
+
+def _squad_files(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The training file and the evaluation file whose paragraphs are left out."""
+    root = collections.data_dir()
+    return (args.data or root / "squad2-dev" / "dev-v2.0.json",
+            args.exclude or root / "xquad-en" / "xquad.en.json")
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _add_reader(kinds: argparse._SubParsersAction) -> None:
+    p = kinds.add_parser("reader", help="the QA span reader",
+                         description="Fine-tune the extractive span reader (all layers) on SQuAD "
+                         "data, leaving out every paragraph of the evaluation set.")
+    _add_squad_flags(p, epochs=3, lr=1e-4)
+    precision_flag(p, "training arithmetic (auto: bf16 autocast where the CPU has it)", ("fp32", "bf16"))
+    p.add_argument("--base-model", default=None, help="encoder directory (default: MiniLM-L6)")
+    p.add_argument("--impossible", type=float, default=1.0,
+                   help="fraction of unanswerable questions kept (default 1.0)")
+    p.add_argument("--max-length", type=int, default=384, help="window length (default 384)")
+    p.add_argument("--stride", type=int, default=128, help="window overlap (default 128)")
+    p.set_defaults(handler=train_reader)
+
+
+def train_reader(args: argparse.Namespace) -> None:
+    """Fine-tune the span reader; the checkpoint goes to --output."""
+    from retrieval.qa.train import train_reader as train
+
+    data, exclude = _squad_files(args)
+    info = train(data, args.output, exclude=exclude, base_model=args.base_model, epochs=args.epochs,
+                 lr=args.lr, batch_size=args.batch_size, threads=args.threads, seed=args.seed,
+                 impossible=args.impossible, precision=args.precision, max_length=args.max_length,
+                 stride=args.stride, log=_log)
+    print(json.dumps(info, indent=2))
+
+
+def _add_realm(kinds: argparse._SubParsersAction) -> None:
+    p = kinds.add_parser("realm", help="the QA question encoder (REALM)",
+                         description="REALM: train the question encoder on the marginal likelihood "
+                         "sum_z p(y|z,x) p(z|x) over --index's top passages, with the document "
+                         "vectors and the reader fixed.")
+    _add_squad_flags(p, epochs=2, lr=2e-5)
+    precision_flag(p, "how the fixed reader reads passages")
+    p.add_argument("--index", type=Path, required=True, help="passage index with a dense part")
+    p.add_argument("--reader", type=Path, default=None, help="reader checkpoint (default models/reader)")
+    p.add_argument("--realm-k", type=int, default=8, help="passages per question (default 8)")
+    p.add_argument("--realm-questions", type=int, default=600,
+                   help="training questions, evenly sampled (default 600; 0 = all)")
+    p.set_defaults(handler=train_realm)
+
+
+def train_realm(args: argparse.Namespace) -> None:
+    """REALM marginal-likelihood training of the query encoder (document side fixed)."""
+    from retrieval.dense.faiss_index import load_dense_part
+    from retrieval.index import Index
+    from retrieval.qa.reader import SpanReader
+    from retrieval.qa.realm import train_query_side
+    from retrieval.qa.squad import exclude_paragraphs, read_squad
+
+    if args.realm_questions < 0:
+        raise InputError("--realm-questions must be >= 0")
+    data, exclude = _squad_files(args)
+    examples = [e for e in exclude_paragraphs(read_squad(data), read_squad(exclude)) if e.answers]
+    if args.realm_questions and args.realm_questions < len(examples):
+        examples = examples[::len(examples) // args.realm_questions][:args.realm_questions]
+    faiss_index, doc_ids, _ = load_dense_part(Path(args.index))
+    texts = {d.id: d.text for d in Index.open(args.index).docstore}
+    reader = SpanReader(args.reader, precision=args.precision, threads=args.threads)
+    info = train_query_side(examples, faiss_index.reconstruct_n(0, faiss_index.ntotal),
+                            [str(d) for d in doc_ids], texts, reader, args.output, k=args.realm_k,
+                            epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, seed=args.seed,
+                            log=_log)
+    print(json.dumps(info, indent=2))
