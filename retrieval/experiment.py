@@ -29,9 +29,10 @@ from retrieval.errors import InputError
 from retrieval.evaluation import evaluate, per_query
 from retrieval.formats.trec import read_run, write_run
 from retrieval.index import Index, build_index
+from retrieval.outcome import Outcome, SweepResult
 from retrieval.pipeline import Cut, Pipeline
 from retrieval.rankers import RANKERS, build
-from retrieval.significance import Comparison, compare
+from retrieval.significance import compare
 from retrieval.types import Qrels, Queries, Run, natural_key
 
 CACHE_VERSION = 1
@@ -187,18 +188,6 @@ class Context:
 # ---------------------------------------------------------------- sweeps
 
 
-@dataclass
-class SweepResult:
-    """Mean of the sweep's measure at every grid point, and what was selected."""
-
-    spec: SweepSpec
-    points: list[dict[str, Any]]
-    means: list[float]
-    evaluated_on: str
-    chosen: list[dict[str, Any]]  # one setting, one per fold, or none
-    note: str
-
-
 def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """Every combination of the grid's values, first parameter varying slowest."""
     points: list[dict[str, Any]] = [{}]
@@ -307,23 +296,6 @@ def _label(params: dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------- the experiment
-
-
-@dataclass
-class Outcome:
-    """Everything an experiment produced: what the table and the report show."""
-
-    cfg: Config
-    output_dir: Path
-    systems: dict[str, str]  # system name -> description
-    run_files: dict[str, Path]
-    means: dict[str, dict[str, float]]
-    per_query: dict[str, dict[str, dict[str, float]]]
-    iprec: dict[str, list[float]]
-    comparisons: dict[tuple[str, str], Comparison]
-    sweeps: list[SweepResult]
-    reused: int = 0
-    computed: int = 0
 
 
 def _describe(stages: list[StageSpec]) -> str:

@@ -22,7 +22,7 @@ from retrieval import storage
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from retrieval.experiment import Outcome, SweepResult
+    from retrieval.outcome import Outcome, SweepResult
 
 REPORT_VERSION = 2
 TESTS = (("t", "t", "paired t-test"), ("wilcoxon", "w", "Wilcoxon signed-rank test"))

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from retrieval import storage
 from retrieval.errors import InputError
-from retrieval.index import Index
+from retrieval.index import Index, native_index
 from retrieval.late.model import LateModel
 
 PART = "late"
@@ -105,7 +105,7 @@ def encoded_documents(model: LateModel, texts: Sequence[str], batch_docs: int = 
 def build_late(index: Index | str | Path, model: LateModel | None = None, compression: str = "fp16",
                batch_docs: int = 256, progress: bool = True) -> dict[str, Any]:
     """Encode every document of the index and add the `late/` part atomically; returns its entry."""
-    index = index if isinstance(index, Index) else Index.open(index)
+    index = native_index(index)
     model = model or LateModel()
     ids = index.doc_id_list
     with storage.atomic_directory(index.path / PART) as tmp:
@@ -176,7 +176,7 @@ class LateStore:
 
 def convert_late(index: Index | str | Path, compression: str) -> dict[str, Any]:
     """Rewrite an existing late store with another compression (no re-encoding); returns its entry."""
-    index = index if isinstance(index, Index) else Index.open(index)
+    index = native_index(index)
     store = LateStore(index)
     entry = dict(store.entry)
     with storage.atomic_directory(index.path / PART) as tmp:

@@ -96,7 +96,7 @@ class LuceneIndex:
                 "parts": sorted(self.parts)}
 
 
-def _as_lucene(index: Any) -> LuceneIndex:
+def _as_lucene(index: LuceneIndex | str | Path) -> LuceneIndex:
     return index if isinstance(index, LuceneIndex) else LuceneIndex.open(index)
 
 
@@ -111,7 +111,7 @@ def _open_searcher(directory: Path) -> Any:
 class _LuceneStage(Stage):
     """Shared machinery: open the index, configure RM3, batch search."""
 
-    def __init__(self, index: Any, *, hits: int = default("hits"), rm3: bool = False,
+    def __init__(self, index: LuceneIndex | str | Path, *, hits: int = default("hits"), rm3: bool = False,
                  fb_docs: int = default("fb_docs"), fb_terms: int = default("fb_terms"),
                  original_weight: float = default("original_weight"), threads: int = default("threads")):
         params.check(hits=hits, threads=threads, rm3=rm3, fb_docs=fb_docs, fb_terms=fb_terms,
@@ -202,7 +202,7 @@ class _LuceneStage(Stage):
 class LuceneBM25(_LuceneStage):
     """Lucene BM25 (Anserini defaults k1=0.9, b=0.4), optionally with RM3 feedback."""
 
-    def __init__(self, index: Any, *, k1: float = default("k1"), b: float = default("b"),
+    def __init__(self, index: LuceneIndex | str | Path, *, k1: float = default("k1"), b: float = default("b"),
                  **common: Any):
         params.check(k1=k1, b=b)
         self.k1, self.b = float(k1), float(b)
@@ -218,7 +218,7 @@ class LuceneBM25(_LuceneStage):
 class LuceneQLD(_LuceneStage):
     """Lucene query likelihood with Dirichlet smoothing (mu=1000), optionally with RM3."""
 
-    def __init__(self, index: Any, *, mu: float = default("mu"), **common: Any):
+    def __init__(self, index: LuceneIndex | str | Path, *, mu: float = default("mu"), **common: Any):
         params.check(mu=mu)
         self.mu = float(mu)
         super().__init__(index, **common)

@@ -11,7 +11,6 @@ Files (all .npy, memory-mapped on load, never pickled):
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -70,14 +69,6 @@ class InvertedIndexBuilder:
         save_array(out / "doc_lengths.npy", lengths)
         return {"documents": len(lengths), "unique_terms": len(terms),
                 "total_terms": int(lengths.sum()), "postings": int(len(tfs))}
-
-
-def build_inverted(analysed_docs: Iterable[list[str]], out: Path) -> dict[str, Any]:
-    """Build an inverted index from each document's analysed terms; returns statistics."""
-    builder = InvertedIndexBuilder()
-    for terms in analysed_docs:
-        builder.add(terms)
-    return builder.write(out)
 
 
 class InvertedIndex:

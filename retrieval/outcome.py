@@ -1,0 +1,39 @@
+"""What an experiment produced: the records experiment.py fills and report.py renders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from retrieval.config import Config, SweepSpec
+from retrieval.significance import Comparison
+
+
+@dataclass
+class SweepResult:
+    """Mean of the sweep's measure at every grid point, and what was selected."""
+
+    spec: SweepSpec
+    points: list[dict[str, Any]]
+    means: list[float]
+    evaluated_on: str
+    chosen: list[dict[str, Any]]  # one setting, one per fold, or none
+    note: str
+
+
+@dataclass
+class Outcome:
+    """Everything an experiment produced: what the table and the report show."""
+
+    cfg: Config
+    output_dir: Path
+    systems: dict[str, str]  # system name -> description
+    run_files: dict[str, Path]
+    means: dict[str, dict[str, float]]
+    per_query: dict[str, dict[str, dict[str, float]]]
+    iprec: dict[str, list[float]]
+    comparisons: dict[tuple[str, str], Comparison]
+    sweeps: list[SweepResult]
+    reused: int = 0
+    computed: int = 0

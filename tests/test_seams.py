@@ -1,0 +1,86 @@
+"""The seams: one ranker registry, one index face, commands built from them."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval.cli import main, parser
+from retrieval.errors import InputError
+from retrieval.index import build_index
+from retrieval.index_kinds import AnyIndex, index_kind, open_index
+from retrieval.params import PARAMS
+from retrieval.pipeline import Pipeline, Stage
+from retrieval.rankers import RANKERS, build
+from retrieval.types import Document, Queries
+
+DOCS = [Document("d1", "Cats", "The cat sat on the mat."), Document("d2", "Dogs", "Dogs chase cats."),
+        Document("d3", "", "Retrieval systems rank documents."), Document("d4", "", "A garden of cats.")]
+
+
+@pytest.fixture()
+def tiny(tmp_path):
+    build_index(DOCS, tmp_path / "idx", progress=False)
+    return tmp_path / "idx"
+
+
+def test_every_ranker_declares_known_parameters_and_kinds():
+    for entry in RANKERS.values():
+        assert set(entry.params) <= set(PARAMS), entry.name
+        assert set(entry.builders) <= {"native", "sharded", "lucene"}, entry.name
+        assert {"hits", "threads"} <= set(entry.params), entry.name
+
+
+def test_unknown_or_out_of_range_parameters_are_refused(tiny):
+    with pytest.raises(InputError, match="unknown parameter 'mu' for bm25"):
+        build("bm25", tiny, mu=500.0)
+    with pytest.raises(InputError, match="b must be a number in"):
+        build("bm25", tiny, b=2.0)
+    with pytest.raises(InputError, match="fb_docs apply with rm3"):
+        build("qld", tiny, fb_docs=5)
+    with pytest.raises(InputError, match="unknown model"):
+        build("bm26", tiny)
+
+
+def test_search_flags_come_from_the_registry(tiny, tmp_path, capsys):
+    sub = next(a for a in parser()._actions if a.dest == "command").choices["search"]
+    flags = {o for a in sub._actions for o in a.option_strings}
+    for name in {n for r in RANKERS.values() for n in r.params} - {"checkpoint"}:
+        assert PARAMS[name].flag in flags, name
+    topics = tmp_path / "t.tsv"
+    topics.write_text("1\tcats\n")
+    assert main(["search", "--index", str(tiny), "--topics", str(topics), "--mu", "500"]) == 2
+    assert "--mu does not apply to bm25" in capsys.readouterr().err
+
+
+def test_hits_applies_when_rescoring_candidates(tiny, tmp_path):
+    topics, cands, out = tmp_path / "t.tsv", tmp_path / "c.run", tmp_path / "o.run"
+    topics.write_text("1\tcats\n")
+    cands.write_text("".join(f"1 Q0 d{i} {i} {5 - i}.0 x\n" for i in range(1, 5)))
+    assert main(["search", "--index", str(tiny), "--topics", str(topics), "--model", "qld",
+                 "--candidates", str(cands), "--hits", "2", "--output", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 2
+
+
+def test_every_index_kind_opens_behind_one_face(tiny, tmp_path):
+    from retrieval.shards.build import build_sharded_index
+
+    build_sharded_index(DOCS, tmp_path / "sharded", 2, progress=False)
+    for path, kind in ((tiny, "native"), (tmp_path / "sharded", "sharded")):
+        index = open_index(path)
+        assert isinstance(index, AnyIndex) and index.kind == kind == index_kind(path)
+        assert index.statistics["documents"] == 4 and index.has("inverted")
+        assert index.text("d2") == "Dogs Dogs chase cats."
+        assert index.describe()["kind"] == kind
+        assert open_index(index) is index
+    queries = Queries({"1": "cats"})
+    runs = [build("bm25", p)(queries) for p in (tiny, tmp_path / "sharded")]
+    assert runs[0] == runs[1]
+
+
+def test_stages_compose_with_operators(tiny):
+    bm25, qld = build("bm25", tiny), build("qld", tiny)
+    assert isinstance(bm25, Stage)
+    cascade = bm25 % 2 >> qld
+    assert isinstance(cascade, Pipeline) and len(cascade.stages) == 3
+    run = cascade(Queries({"1": "cats"}))
+    assert len(run["1"]) == 2
