@@ -5,7 +5,7 @@ baseline and optional parameter sweeps (see configs/cacm.yaml)::
 
     collection: cacm                 # named collection or a path; topics/qrels default to it
     index: {path: indexes/cacm, stopwords: true, stemmer: porter}
-    measures: [MAP, P@30, nDCG@10]
+    measures: [MAP, P@30, nDCG@10]   # means over every judged topic (0 if unanswered)
     baseline: bm25
     pipelines:
       bm25: bm25                     # a ranker name ...
@@ -45,7 +45,7 @@ from retrieval.params import PARAMS
 from retrieval.rankers import RANKERS
 
 TOP_KEYS = {"name", "collection", "topics", "topic_field", "qrels", "remove_query_ids", "index",
-            "threads", "measures", "baseline", "alpha", "pipelines", "sweeps"}
+            "threads", "measures", "only_answered", "baseline", "alpha", "pipelines", "sweeps"}
 
 # ---------------------------------------------------------------- YAML with line numbers
 
@@ -169,6 +169,7 @@ class Config:
     stemmer: str | None
     threads: int
     measures: list[str]
+    only_answered: bool  # means over answered queries only (trec_eval without -c); default: all judged
     baseline: str
     alpha: float
     pipelines: dict[str, list[StageSpec]]
@@ -352,6 +353,7 @@ def load_config(path: str | Path) -> Config:
         index_path=Path(_get(index, "path", str, f"indexes/{name}")),
         stopwords=_get(index, "stopwords", bool, True), stemmer=stemmer, threads=threads,
         measures=_measures(m, "measures", m.get("measures", default_measures)),
+        only_answered=_get(m, "only_answered", bool, False),
         baseline=_get(m, "baseline", str, ""), alpha=float(_get(m, "alpha", (int, float), 0.05)),
         pipelines=_pipelines(m, threads), parts=_parts(index))
     if cfg.baseline not in cfg.pipelines:

@@ -2,11 +2,18 @@
 
 Measures are named as ir-measures names them ("AP", "nDCG@10", "P@30",
 "R@100", "RR"); "MAP" and "MRR" are accepted as aliases.
+
+Every judged query counts: a query in the qrels that the run answers with
+nothing scores 0 on every measure (trec_eval's -c), so a system that fails on
+hard queries is not flattered by leaving them out of its mean or out of the
+paired tests. `only_answered=True` gives trec_eval's default instead (means
+over the judged queries the run answers).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 import ir_measures
@@ -60,33 +67,44 @@ def _check_params(name: str, measure: object) -> None:
         raise InputError(f"measure {name!r} cannot be computed here ({reason})") from None
 
 
-def _answered(run: Run, qrels: Qrels) -> Qrels:
-    """The judgements of queries the run answers (trec_eval's default, i.e. without -c)."""
+def _judged(run: Run, qrels: Qrels, only_answered: bool) -> tuple[Qrels, list[str]]:
+    """The judgements to score the run against, and the judged queries it leaves unanswered."""
     if not isinstance(run, Run):
         raise InputError(f"expected a Run to evaluate (e.g. from read_run), got {type(run).__name__}")
     if not isinstance(qrels, Mapping) or not all(isinstance(j, Mapping) for j in qrels.values()):
         raise InputError("expected qrels as {query id: {doc id: relevance}} (e.g. from read_qrels),"
                          f" got {type(qrels).__name__}")
-    judged = Qrels({q: j for q, j in qrels.items() if run.get(q)})
-    if not judged:
+    answered = Qrels({q: j for q, j in qrels.items() if run.get(q)})
+    if not answered:
         raise InputError("the run and the qrels share no query ids; wrong qrels for this run?")
-    return judged
+    unanswered = [] if only_answered else [q for q in qrels if q not in answered]
+    return answered, unanswered
 
 
-def evaluate(run: Run, qrels: Qrels, measures: str | Sequence[str]) -> dict[str, float]:
-    """Mean of each measure over the judged queries the run answers (trec_eval's default)."""
-    qrels = _answered(run, qrels)
+def evaluate(run: Run, qrels: Qrels, measures: str | Sequence[str],
+             only_answered: bool = False) -> dict[str, float]:
+    """Mean of each measure over every judged query (0 where the run has no hits), or with
+    `only_answered` over the judged queries the run answers (trec_eval without -c)."""
+    answered, unanswered = _judged(run, qrels, only_answered)
     parsed = parse_measures(measures)
-    values = ir_measures.calc_aggregate([m for _, m in parsed], qrels, run.scores())
-    return {name: float(values[m]) for name, m in parsed}
+    if not unanswered:
+        values = ir_measures.calc_aggregate([m for _, m in parsed], answered, run.scores())
+        return {name: float(values[m]) for name, m in parsed}
+    sums: Counter[str] = Counter()
+    for values in per_query(run, qrels, [n for n, _ in parsed], only_answered).values():
+        sums.update(values)
+    total = len(answered) + len(unanswered)
+    return {name: sums[name] / total for name, _ in parsed}
 
 
-def per_query(run: Run, qrels: Qrels, measures: str | Sequence[str]) -> dict[str, dict[str, float]]:
-    """{query id: {measure: value}} for every judged query the run answers."""
-    qrels = _answered(run, qrels)
+def per_query(run: Run, qrels: Qrels, measures: str | Sequence[str],
+              only_answered: bool = False) -> dict[str, dict[str, float]]:
+    """{query id: {measure: value}} for every judged query (0 for those the run does not
+    answer), or with `only_answered` for the judged queries the run answers."""
+    answered, unanswered = _judged(run, qrels, only_answered)
     parsed = parse_measures(measures)
     by_measure = {m: name for name, m in parsed}
-    out: dict[str, dict[str, float]] = {}
-    for metric in ir_measures.iter_calc([m for _, m in parsed], qrels, run.scores()):
+    out: dict[str, dict[str, float]] = {q: {name: 0.0 for name, _ in parsed} for q in unanswered}
+    for metric in ir_measures.iter_calc([m for _, m in parsed], answered, run.scores()):
         out.setdefault(metric.query_id, {})[by_measure[metric.measure]] = float(metric.value)
     return {q: {name: out[q][name] for name, _ in parsed} for q in sorted(out, key=natural_key)}

@@ -175,13 +175,14 @@ class Context:
 
     def evaluate(self, rf: RunFile) -> dict[str, Any]:
         """Means, per-query values and 11-point IPrec of a run (cached by run key and qrels)."""
-        key = _digest([rf.key, _digest(self.qrels), self.cfg.measures])
+        key = _digest([rf.key, _digest(self.qrels), self.cfg.measures, self.cfg.only_answered])
         if key not in self.evaluations:
             run, measures = rf.load(), self.cfg.measures
-            values = evaluate(run, self.qrels, measures + IPREC)
+            answered = self.cfg.only_answered
+            values = evaluate(run, self.qrels, measures + IPREC, answered)
             self.evaluations[key] = {"means": {m: values[m] for m in measures},
                                      "iprec": [values[m] for m in IPREC],
-                                     "per_query": per_query(run, self.qrels, measures)}
+                                     "per_query": per_query(run, self.qrels, measures, answered)}
         return self.evaluations[key]
 
 
@@ -213,11 +214,11 @@ def _sweep_values(ctx: Context, spec: SweepSpec, queries: Queries,
                       disable=None if ctx.progress else True):
         swept = with_params(stages, spec.stage, point)
         key = _digest([ctx.key([s.keyed() for s in swept], queries), _digest(qrels),
-                       spec.measure])
+                       spec.measure, ctx.cfg.only_answered])
         if key not in cache:
             run = ctx.search(swept, queries)
             cache[key] = {q: v[spec.measure] for q, v in
-                          per_query(run, qrels, [spec.measure]).items()}
+                          per_query(run, qrels, [spec.measure], ctx.cfg.only_answered).items()}
         fresh[key] = cache[key]
         out.append(cache[key])
     storage.write_json_atomic(cache_path, fresh)

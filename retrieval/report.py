@@ -65,8 +65,10 @@ def legend(outcome: Outcome) -> str:
     cfg = outcome.cfg
     n = len(outcome.means) - 1
     queries = max((c.queries for c in outcome.comparisons.values()), default=0)
-    return (f"t / w: differs from the baseline {cfg.baseline} by the paired t-test / Wilcoxon "
-            f"signed-rank test at Holm-adjusted p < {cfg.alpha} ({n} systems compared, "
+    counted = ("over the judged topics each run answers (only_answered: true; trec_eval's default)"
+               if cfg.only_answered else "over every judged topic, 0 where a run has no hits (trec_eval -c)")
+    return (f"Means {counted}. t / w: differs from the baseline {cfg.baseline} by the paired t-test /"
+            f" Wilcoxon signed-rank test at Holm-adjusted p < {cfg.alpha} ({n} systems compared, "
             f"{queries} queries paired). p(t), p(w): Holm-adjusted p-values.")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import shutil
@@ -333,3 +334,20 @@ def test_report_renders_in_headless_chromium(small_experiment, tmp_path):
     dom = _browser(tmp_path, "--dump-dom", url).stdout
     assert dom.count("<table") == 3 and 'id="results"' in dom
     assert dom.count('<img alt=') == 5
+
+
+def test_unanswered_judged_queries_score_zero_unless_only_answered(tmp_path, capsys):
+    from retrieval.evaluation import evaluate, per_query
+
+    qrels = {"1": {"a": 1}, "2": {"b": 1}, "3": {"c": 1}}
+    run = Run({"1": [("a", 1.0)], "2": [("x", 1.0)]})
+    assert evaluate(run, qrels, ["MAP", "P@1"]) == {"MAP": 1 / 3, "P@1": 1 / 3}
+    assert evaluate(run, qrels, ["MAP"], only_answered=True) == {"MAP": 0.5}
+    assert per_query(run, qrels, ["MAP"])["3"] == {"MAP": 0.0}
+    assert "3" not in per_query(run, qrels, ["MAP"], only_answered=True)
+    (tmp_path / "q").write_text("1 0 a 1\n2 0 b 1\n3 0 c 1\n")
+    (tmp_path / "r").write_text("1 Q0 a 1 1.0 t\n2 Q0 x 1 1.0 t\n")
+    for flags, value in (([], 1 / 3), (["--only-answered"], 0.5)):
+        assert cli_main(["eval", "--qrels", str(tmp_path / "q"), str(tmp_path / "r"), "--measures", "MAP",
+                         "--json", *flags]) == 0
+        assert json.loads(capsys.readouterr().out) == {"MAP": pytest.approx(value)}
