@@ -4,7 +4,7 @@ A YAML config names a collection, index settings, pipelines, measures, the
 baseline and optional parameter sweeps (see configs/cacm.yaml)::
 
     collection: cacm                 # named collection or a path; topics/qrels default to it
-    index: {path: indexes/cacm, stopwords: true, stemmer: porter}
+    index: {path: indexes/cacm, stopwords: true, stemmer: porter}   # + dense, late, shards, ray
     measures: [MAP, P@30, nDCG@10]   # means over every judged topic (0 if unanswered)
     baseline: bm25
     pipelines:
@@ -174,7 +174,9 @@ class Config:
     alpha: float
     pipelines: dict[str, list[StageSpec]]
     sweeps: list[SweepSpec] = field(default_factory=list)
-    parts: dict[str, dict[str, Any]] = field(default_factory=dict)  # e.g. {"dense": {...}}
+    parts: dict[str, dict[str, Any]] = field(default_factory=dict)  # e.g. {"dense": {...}, "late": {}}
+    shards: int | None = None  # a sharded index of this many shards
+    ray: str | None = None  # search the shards on Ray ("local" or a cluster address)
 
 
 def _get(m: Located, key: str, kind: type | tuple[type, ...], default: Any = None,
@@ -306,21 +308,35 @@ def _measures(m: Located, key: str, names: Any) -> list[str]:
         raise m.fail(e.message, key) from None
 
 
-DENSE_KEYS = {"encoder", "precision", "type", "params"}
+PART_KEYS = {"dense": {"encoder", "precision", "type", "params"}, "late": {"model", "compression"}}
+INDEX_KEYS = {"path", "stopwords", "stemmer", "dense", "late", "shards", "ray"}
 
 
 def _parts(index: Located) -> dict[str, dict[str, Any]]:
-    """Extra index parts: `dense: true` or `dense: {encoder, precision, type, params}`."""
-    dense = index.get("dense", False)
-    if dense is True:
-        return {"dense": {}}
-    if dense is False or dense is None:
-        return {}
-    if not isinstance(dense, Located):
-        raise index.fail("'dense' must be true, false or a mapping (encoder, precision, type, "
-                         "params)", "dense")
-    _check_keys(dense, DENSE_KEYS, "index.dense")
-    return {"dense": dict(dense)}
+    """Extra index parts: `dense: true` or `dense: {encoder, precision, type, params}`;
+    `late: true` or `late: {model, compression}`."""
+    parts = {}
+    for name, keys in PART_KEYS.items():
+        value = index.get(name, False)
+        if value is True:
+            parts[name] = {}
+        elif isinstance(value, Located):
+            _check_keys(value, keys, f"index.{name}")
+            parts[name] = dict(value)
+        elif value not in (False, None):
+            raise index.fail(f"{name!r} must be true, false or a mapping ({', '.join(sorted(keys))})", name)
+    return parts
+
+
+def _shards(index: Located) -> tuple[int | None, str | None]:
+    """`shards: N` (a sharded index) and `ray: local|ADDRESS` (search its shards on Ray)."""
+    shards = _get(index, "shards", int)
+    if shards is not None and shards < 1:
+        raise index.fail(f"shards must be a whole number >= 1, got {shards}", "shards")
+    ray = _get(index, "ray", str)
+    if ray is not None and shards is None:
+        raise index.fail("ray searches a sharded index; add shards: N", "ray")
+    return shards, ray
 
 
 def load_config(path: str | Path) -> Config:
@@ -333,8 +349,8 @@ def load_config(path: str | Path) -> Config:
     named = collections.named(collection)
     index = m.get("index", Located())
     if not isinstance(index, Located):
-        raise m.fail("'index' must be a mapping (path, stopwords, stemmer, dense)", "index")
-    _check_keys(index, {"path", "stopwords", "stemmer", "dense"}, "index")
+        raise m.fail(f"'index' must be a mapping ({', '.join(sorted(INDEX_KEYS))})", "index")
+    _check_keys(index, INDEX_KEYS, "index")
     name = _get(m, "name", str, Path(path).stem)
     if not re.fullmatch(r"[\w.+=@-]+", name) or name in (".", ".."):
         raise m.fail(f"name {name!r} must be one plain file name (letters, digits and _.+=@-; it names"
@@ -356,6 +372,7 @@ def load_config(path: str | Path) -> Config:
         only_answered=_get(m, "only_answered", bool, False),
         baseline=_get(m, "baseline", str, ""), alpha=float(_get(m, "alpha", (int, float), 0.05)),
         pipelines=_pipelines(m, threads), parts=_parts(index))
+    cfg.shards, cfg.ray = _shards(index)
     if cfg.baseline not in cfg.pipelines:
         raise m.fail(f"baseline {cfg.baseline!r} is not one of the pipelines: "
                      + ", ".join(cfg.pipelines), "baseline" if "baseline" in m else None)

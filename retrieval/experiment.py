@@ -29,6 +29,7 @@ from retrieval.errors import InputError
 from retrieval.evaluation import evaluate, per_query
 from retrieval.formats.trec import read_run, write_run
 from retrieval.index import Index, build_index
+from retrieval.index_kinds import AnyIndex, open_index
 from retrieval.outcome import Outcome, SweepResult
 from retrieval.pipeline import Cut, Pipeline
 from retrieval.rankers import RANKERS, build
@@ -49,40 +50,94 @@ def _note(message: str) -> None:
     print(f"retrieval: {message}", file=sys.stderr)
 
 
-def ensure_index(cfg: Config, precision: str | None = None) -> Index:
-    """Open the config's index, (re)building it first if missing or built differently."""
+def ensure_index(cfg: Config, precision: str | None = None) -> AnyIndex:
+    """Open the config's index, (re)building it first if missing, built differently, or lacking a
+    part the config asks for (a sharded index is rebuilt whole; a single one gets the part added)."""
     source = collections.describe(cfg.collection)
     analyzer = Analyzer(stopwords=cfg.stopwords, stemmer=cfg.stemmer)
+    wanted = "sharded" if cfg.shards else "native"
     try:
-        index = Index.open(cfg.index_path)
+        index = open_index(cfg.index_path)
         m = index.manifest
-        if m.get("source") == source and m.get("analyzer") == analyzer.settings:
-            return ensure_parts(cfg, index, precision)
-        reason = "built from another source or with another analyzer"
+        same = m.get("source") == source and m.get("analyzer") == analyzer.settings
+        if same and index.kind == wanted and (not cfg.shards or len(index.shards) == cfg.shards):
+            if index.kind == "native":
+                return ensure_parts(cfg, index, precision)
+            if set(cfg.parts) <= set(index.parts):
+                return _with_backend(cfg, index)
+            reason = f"lacks the {', '.join(sorted(set(cfg.parts) - set(index.parts)))} part"
+        else:
+            reason = "built from another source, with another analyzer or another layout"
     except InputError as e:
         missing = not (cfg.index_path / storage.MANIFEST).is_file()
         reason = "missing" if missing else e.message
     storage.check_replaceable(cfg.index_path)  # never replace what is not an index, before any note
     _note(f"building index {cfg.index_path} ({reason})")
-    build_index(collections.load_documents(cfg.collection), cfg.index_path, source=source,
-                analyzer=analyzer)
+    documents = collections.load_documents(cfg.collection)
+    if cfg.shards:
+        _build_sharded(cfg, documents, source, analyzer, precision)
+        return _with_backend(cfg, open_index(cfg.index_path, verify=False))
+    build_index(documents, cfg.index_path, source=source, analyzer=analyzer)
     return ensure_parts(cfg, Index.open(cfg.index_path, verify=False), precision)
 
 
+def _build_sharded(cfg: Config, documents: Any, source: str, analyzer: Analyzer,
+                   precision: str | None) -> None:
+    from retrieval.shards.build import build_sharded_index
+    from retrieval.shards.dense import DenseSource
+    from retrieval.shards.late import LateSource
+
+    dense = late = None
+    if "dense" in cfg.parts:
+        d = cfg.parts["dense"]
+        dense = DenseSource(_encoder(d, precision), d.get("type", "flat"), d.get("params"))
+    if "late" in cfg.parts:
+        part = cfg.parts["late"]
+        late = LateSource(_late_model(part, precision), part.get("compression", "fp16"))
+    build_sharded_index(documents, cfg.index_path, cfg.shards, source=source, analyzer=analyzer,
+                        workers=cfg.threads, dense=dense, late=late)
+
+
+def _with_backend(cfg: Config, index: Any) -> Any:
+    """A sharded index searched in this process, or on Ray when the config says `ray:`."""
+    if cfg.ray:
+        from retrieval.shards.ray_backend import RayBackend
+
+        index.use_backend(RayBackend(index, cfg.ray))
+    return index
+
+
+def _encoder(part: dict[str, Any], precision: str | None) -> Any:
+    from retrieval.dense import Encoder
+
+    return Encoder(part.get("encoder"), precision=part.get("precision", precision))
+
+
+def _late_model(part: dict[str, Any], precision: str | None) -> Any:
+    from retrieval.late import LateModel
+    from retrieval.precision import torch_path
+
+    return LateModel(part.get("model"), precision=torch_path(precision))
+
+
 def ensure_parts(cfg: Config, index: Index, precision: str | None = None) -> Index:
-    """Add the extra parts the config asks for (e.g. dense) when the index lacks them."""
-    dense = cfg.parts.get("dense")
-    if dense is None or index.has("dense"):
-        return index
-    from retrieval.dense import Encoder, add_dense
+    """Add the extra parts the config asks for (dense, late) when the index lacks them."""
+    missing = [name for name in cfg.parts if not index.has(name)]
+    for name in missing:
+        _note(f"adding the {name} part to {cfg.index_path}")
+        part = cfg.parts[name]
+        if name == "dense":
+            from retrieval.dense import add_dense
 
-    _note(f"adding the dense part to {cfg.index_path}")
-    encoder = Encoder(dense.get("encoder"), precision=dense.get("precision", precision))
-    add_dense(index, encoder, dense.get("type", "flat"), dense.get("params"))
-    return Index.open(cfg.index_path, verify=False)
+            add_dense(index, _encoder(part, precision), part.get("type", "flat"), part.get("params"))
+        else:
+            from retrieval.late import build_late
+
+            build_late(index, _late_model(part, precision), compression=part.get("compression", "fp16"))
+    return Index.open(cfg.index_path, verify=False) if missing else index
 
 
-def build_pipeline(stages: list[StageSpec], index: Index, precision: str | None = None) -> Pipeline:
+def build_pipeline(stages: list[StageSpec], index: AnyIndex, precision: str | None = None) -> Pipeline:
     """The Pipeline for stage specs; ranker errors point at the config line. `precision` is how
     encoding stages run here unless a stage sets its own."""
     built = []
@@ -140,7 +195,7 @@ class Context:
     """What every run of an experiment shares, and the caches of runs and evaluations."""
 
     cfg: Config
-    index: Index
+    index: AnyIndex
     queries: Queries
     qrels: Qrels
     output_dir: Path

@@ -180,7 +180,8 @@ def test_scifact_config_selects_on_train():
     cfg = load_config(CONFIGS / "scifact.yaml")
     assert cfg.measures == ["nDCG@10", "R@100", "MAP"] and cfg.remove_query_ids
     assert [s.select_on for s in cfg.sweeps] == ["scifact:train", "scifact:train"]
-    assert cfg.parts == {"dense": {}} and {"dense", "hybrid"} <= set(cfg.pipelines)
+    assert cfg.parts == {"dense": {}, "late": {}}
+    assert {"dense", "hybrid", "bm25>>late", "hybrid>>late"} <= set(cfg.pipelines)
 
 
 # ---------------------------------------------------------------- running experiments
@@ -351,3 +352,24 @@ def test_unanswered_judged_queries_score_zero_unless_only_answered(tmp_path, cap
         assert cli_main(["eval", "--qrels", str(tmp_path / "q"), str(tmp_path / "r"), "--measures", "MAP",
                          "--json", *flags]) == 0
         assert json.loads(capsys.readouterr().out) == {"MAP": pytest.approx(value)}
+
+
+@pytest.mark.slow
+def test_config_runs_late_reranking_on_a_sharded_index(tmp_path, tiny_docs):
+    """`shards: 2` and a `late` step: the sharded experiment's runs equal the single index's."""
+    (tmp_path / "t.tsv").write_text("1\tcats in gardens\n2\tretrieval ranking\n")
+    (tmp_path / "q").write_text("1 0 d1 1\n2 0 d4 1\n2 0 d3 1\n")
+    texts = {}
+    for layout in ("", ", shards: 2"):
+        name = "sharded" if layout else "single"
+        path = _config(tmp_path, f"name: {name}\ncollection: {tiny_docs}\ntopics: {tmp_path / 't.tsv'}\n"
+                       f"qrels: {tmp_path / 'q'}\nindex: {{path: {tmp_path / name}, late: true{layout}}}\n"
+                       "measures: [MAP]\nbaseline: bm25\npipelines:\n  bm25: bm25\n"
+                       "  bm25>>late: [{model: bm25, cutoff: 3}, {model: late, checkpoint: zero-shot}]\n")
+        outcome = experiment.run_experiment(path, tmp_path / f"out-{name}", progress=False)
+        texts[name] = {s: p.read_text().replace(name, "") for s, p in outcome.run_files.items()}
+        assert set(outcome.means) == {"bm25", "bm25>>late"}
+    assert texts["sharded"] == texts["single"]
+    from retrieval.index_kinds import open_index
+
+    assert open_index(tmp_path / "sharded").kind == "sharded" and open_index(tmp_path / "sharded").has("late")
