@@ -241,9 +241,7 @@ def main() -> None:
          *enc_lines, "", f"Search over the auto path's embeddings, {args.threads} threads:",
          "", *search, "", "Machine: " + machine_line("torch", "transformers", "sentence-transformers",
                                                        "onnxruntime", "faiss-cpu"), "",
-         "Regenerate: `python " + " ".join(["eval/bench_dense.py", *sys.argv[1:]]) + "`"
-         + (f" with {precisions.NO_BF16_ENV}=1" if precisions.bf16_switched_off() else "")
-         + " (medians after a warm-up, all paths round-robin in one run).", ""]))
+         "Medians after a warm-up, all paths round-robin in one run.", ""]))
 
 
 if __name__ == "__main__":

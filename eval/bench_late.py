@@ -22,7 +22,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -31,7 +30,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from benchlib import cpu_line  # noqa: E402
+from benchlib import cpu_line, publish  # noqa: E402
 
 from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
 from retrieval.evaluation import evaluate, per_query  # noqa: E402
@@ -231,10 +230,7 @@ def main() -> None:
             + f"\n\nTraining wall time (recorded in the checkpoint, encoder states cached): "
             f"{info['train_seconds']:.0f} s; best epoch {info['best_epoch']}, held-out train nDCG@10 "
             f"{info['heldout_ndcg10']} (BM25 {info['heldout_first_stage_ndcg10']}).\n")
-    print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
-    print(f"wrote {RESULTS}", file=sys.stderr)
+    publish(RESULTS, text)
 
 
 if __name__ == "__main__":

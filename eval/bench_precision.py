@@ -147,7 +147,6 @@ def main() -> None:
     args = ap.parse_args()
     args.precisions = list(dict.fromkeys(["fp32", *args.precisions]))
     late, reader = late_rows(args), reader_rows(args)
-    command = " ".join(["python eval/bench_precision.py", *sys.argv[1:]])
     publish(args.out, "\n".join([
         "# Late interaction and the QA reader in each precision", "",
         f"{args.threads} cores; **auto** is each model's default on this CPU (`retrieval.precision`)."
@@ -157,8 +156,7 @@ def main() -> None:
         "QA reader (committed reader, windows of 384 tokens), closed setting over all 1,190 XQuAD-en"
         " questions:", "", *reader, "",
         "Machine: " + machine_line("torch", "transformers"), "",
-        f"Regenerate: `{command}`" + (f" with {precisions.NO_BF16_ENV}=1" if precisions.bf16_switched_off()
-                                      else "") + ".", ""]))
+        ""]))
 
 
 if __name__ == "__main__":

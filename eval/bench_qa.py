@@ -31,7 +31,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import cpu_line  # noqa: E402
+from benchlib import cpu_line, publish  # noqa: E402
 
 from retrieval.collections import data_dir  # noqa: E402
 from retrieval.qa.marginal import marginalise  # noqa: E402
@@ -173,7 +173,7 @@ def write(args, machine: str, rows, closed, lat, n: int) -> None:
              f"Index: every xquad-en + squad2-dev paragraph (808 passages), dense all-MiniLM-L6-v2 "
              f"(flat IP). Reader: `{_rel(args.reader)}`. "
              f"p(z|x) = softmax((cos + {args.bm25_weight} BM25) / {args.temperature}). "
-             "Regenerate: `python eval/bench_qa.py`.", "",
+             "", "",
              "| k | span distribution | questions | EM | F1 | answer-recall@k (retriever used) "
              "| answer-recall@k BM25 (peer) |",
              "|---|---|---|---|---|---|---|"]
@@ -192,10 +192,7 @@ def write(args, machine: str, rows, closed, lat, n: int) -> None:
         lines.append(f"| k = {k}, {threads} torch thread(s) | {med * 1000:.0f} ms | {p95 * 1000:.0f} ms |")
     lines += ["", "Peers: REALM's headline NQ open-domain EM 40.4 (a different task and scale); a probe "
               "on this machine (DESIGN.md) reached open EM 35.0 / F1 47.0 at k = 5.", "", machine, ""]
-    text = "\n".join(lines)
-    print(text)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text)
+    publish(args.output, "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -83,7 +83,7 @@ def main() -> None:
     out = (f"# Sharded BM25 search: 1, 2, 4 shards on a local Ray cluster vs the single index\n\n"
            f"Machine: {machine_line('numpy', 'scipy', 'ray')}\n\nMedian of {args.repeats} runs of the "
            f"whole topic batch ({queries} queries) after a warm-up; every sharded run byte-identical "
-           f"to the single index's. Regenerate with `python eval/bench_shards.py`.\n\n{table(rows)}\n")
+           f"to the single index's.\n\n{table(rows)}\n")
     publish(RESULTS, out)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import statistics
 import sys
 import time
@@ -73,8 +74,22 @@ def machine_line(*distributions: str) -> str:
     return f"{hardware}; Python {platform.python_version()}, " + versions(*distributions)
 
 
+def command_line() -> str:
+    """The command that is running, as a reader would retype it (python eval/NAME.py ARGS)."""
+    script = Path(sys.argv[0])
+    where = f"eval/{script.name}" if script.parent.name == "eval" else str(script)
+    env = "RETRIEVAL_NO_BF16=1 " if os.environ.get("RETRIEVAL_NO_BF16") else ""
+    return env + " ".join(["python", where, *(shlex.quote(a) for a in sys.argv[1:])])
+
+
 def publish(path: Path, text: str) -> None:
-    """Print a result table and write the same text to eval/results/."""
+    """Print a result file and write it whole to eval/results/, its command under the title.
+
+    Every results file is the output of one command, named on its third line
+    (tests/test_results_files.py checks this), so no figure is assembled by hand.
+    """
+    title, _, body = text.partition("\n")
+    text = f"{title}\n\nRegenerate with `{command_line()}` (this whole file is its output).\n{body}"
     print(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

@@ -396,7 +396,7 @@ def main() -> None:
     out = ("# Native backend vs Lucene (Anserini) backend\n\n"
            "Same collections, topics and parameters (BM25 k1=0.9 b=0.4; QLD mu=1000; RM3 10 docs, "
            "10 terms, weight 0.5; 1,000 hits; SciFact without each query's own id), evaluated with "
-           "ir-measures (trec_eval's code). Regenerate with `python eval/parity_backends.py`.\n\n"
+           "ir-measures (trec_eval's code).\n\n"
            "## Aggregate figures\n\n" + aggregate_table(comparisons) + "\n\n"
            "## Per-query disagreements\n\n" + per_query_table(comparisons) + "\n\n"
            "\"with rank as score\": both runs re-scored by rank, so trec_eval cannot reorder tied "

@@ -56,8 +56,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows = [r for name in MEASURES for r in rows_for(name, Path(tmp))]
     out = ("# Native sparse rankers on the bundled collections\n\n"
-           "Anserini's published figure in parentheses where one exists. Regenerate with "
-           "`python eval/parity_sparse.py`.\n\n| collection | system | ours (Anserini) |\n"
+           "Anserini's published figure in parentheses where one exists.\n\n"
+           "| collection | system | ours (Anserini) |\n"
            "|---|---|---|\n" + "\n".join(rows) + "\n")
     publish(RESULTS, out)
 

@@ -459,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# Reliability: bad input, crashes, corruption, hostile use",
         "",
-        f"Regenerate with `python eval/reliability.py` ({time.time() - start:.0f} s here). The tests"
+        f"Took {time.time() - start:.0f} s here. The tests"
         " (tests/test_reliability_*.py) run the same generators and drivers with fewer cases.",
         "",
         "## Malformed input, fuzzed (hypothesis)",
@@ -520,9 +520,10 @@ def main(argv: list[str] | None = None) -> int:
             seen.setdefault((name, why[:60]), (why, data))
         lines += ["", "## Failures", ""]
         lines += [f"- {name}: {why[:200]} (input {data[:80]!r})" for (name, _), (why, data) in seen.items()]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
+    sys.path.insert(0, str(ROOT / "eval"))
+    from benchlib import publish
+
+    publish(args.out, "\n".join(lines) + "\n")
     unexpected = sum(r[-1] for r in hand) - len(KNOWN_BUGS) + sum(r[-1] for r in crashes + integrity)
     unexpected += sum(sum(r[4:]) for r in hostile)
     return 1 if failures or unexpected else 0
