@@ -1,6 +1,7 @@
 """Named test collections in the data directory, and resolving names or paths.
 
-A collection is named (`cacm`, `scifact`, `vaswani`, `cranfield`) and topics
+A collection is named (`cacm`, `scifact`, `vaswani`, `cranfield`; `xquad-open`,
+the passages of the question-answering sets) and topics
 and qrels take an optional split (`scifact:train`; the default is the test
 split). Anything that is not a known name is treated as a path.
 
@@ -74,6 +75,7 @@ class Collection:
     remove_query_ids: bool = False  # BEIR: a query's own id is never a hit
     default_split: str = "test"
     measures: tuple[str, ...] = field(default=("MAP", "P@30", "nDCG@10"))
+    directory: str | None = None  # its folder in the data directory (default: its name; "" the root)
 
 
 def _cran(name: str) -> Callable[[Path], str]:
@@ -113,6 +115,19 @@ COLLECTIONS: dict[str, Collection] = {
 }
 
 
+def _squad_passages(root: Path) -> Iterator[Document]:
+    from retrieval.qa.passages import passage_documents
+
+    return passage_documents([root / "xquad-en" / "xquad.en.json", root / "squad2-dev" / "dev-v2.0.json"])
+
+
+# Open-domain QA: every distinct paragraph of xquad-en and squad2-dev (questions come from the
+# SQuAD files themselves; see retrieval.qa), so `retrieval index --collection xquad-open --dense`
+# builds the passage index `retrieval ask` reads.
+COLLECTIONS["xquad-open"] = Collection("xquad-open", documents=_squad_passages, topics={}, qrels={},
+                                       directory="")
+
+
 def split_name(spec: str) -> tuple[str, str | None]:
     """'scifact:train' -> ('scifact', 'train'); 'cacm' -> ('cacm', None)."""
     name, _, split = str(spec).partition(":")
@@ -126,7 +141,7 @@ def named(spec: str | Path) -> Collection | None:
 
 
 def _root(collection: Collection) -> Path:
-    root = data_dir() / collection.name
+    root = data_dir() / (collection.name if collection.directory is None else collection.directory)
     if not root.is_dir():
         raise InputError(f"collection {collection.name!r} not found in the data directory; set "
                          f"--data-dir or ${DATA_ENV}", root)
