@@ -123,6 +123,9 @@ def _add_reader(kinds: argparse._SubParsersAction) -> None:
                    help="fraction of unanswerable questions kept (default 1.0)")
     p.add_argument("--max-length", type=int, default=384, help="window length (default 384)")
     p.add_argument("--stride", type=int, default=128, help="window overlap (default 128)")
+    p.add_argument("--validation-articles", type=int, default=0, metavar="N",
+                   help="hold out every question of N articles of the training file; the epoch with "
+                   "the best held-out F1 becomes the checkpoint (default 0: the last epoch)")
     p.set_defaults(handler=train_reader)
 
 
@@ -134,7 +137,7 @@ def train_reader(args: argparse.Namespace) -> None:
     info = train(data, args.output, exclude=exclude, base_model=args.base_model, epochs=args.epochs,
                  lr=args.lr, batch_size=args.batch_size, threads=args.threads, seed=args.seed,
                  impossible=args.impossible, precision=args.precision, max_length=args.max_length,
-                 stride=args.stride, log=_log)
+                 stride=args.stride, validation_articles=args.validation_articles, log=_log)
     print(json.dumps(info, indent=2))
 
 

@@ -7,10 +7,18 @@ gold spans in a window, the loss is the negative log of their total
 probability (start and end separately). Paragraphs whose text occurs in a
 held-out file (xquad-en) are left out. A checkpoint (fp16 safetensors,
 config, tokenizer) is written at the end of every epoch.
+
+With `validation_articles` N, the questions of N articles of the training
+file (chosen by a hash of their titles, not by looking) are held out; after
+every epoch the reader reads each held-out answerable question's own
+paragraph, and the epoch with the best F1 there becomes the checkpoint. The
+held-out titles are written in the training record, so retrieve-then-read
+settings can be chosen on the same questions (never on the evaluation set).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -74,6 +82,32 @@ def span_loss(logits: torch.Tensor, gold: torch.Tensor, mask: torch.Tensor) -> t
     return (total - good).mean()
 
 
+def split_articles(examples: Sequence[Example], n: int) -> tuple[list[Example], list[Example]]:
+    """(training, validation): the validation set is every question of `n` articles, the articles
+    whose title has the smallest SHA-256 (a fixed, content-blind choice)."""
+    titles = sorted({ex.title for ex in examples}, key=lambda t: hashlib.sha256(t.encode()).hexdigest())
+    if n >= len(titles):
+        raise ValueError(f"cannot hold out {n} of {len(titles)} articles")
+    held = set(titles[:n])
+    return [ex for ex in examples if ex.title not in held], [ex for ex in examples if ex.title in held]
+
+
+def closed_scores(reader_dir: Path, examples: Sequence[Example], threads: int) -> dict[str, float]:
+    """EM/F1 of the reader on answerable questions, each with its own paragraph (closed setting)."""
+    from retrieval.qa.marginal import marginalise
+    from retrieval.qa.metrics import evaluate
+    from retrieval.qa.pipeline import best_answers
+    from retrieval.qa.reader import SpanReader
+
+    answerable = [ex for ex in examples if not ex.impossible]
+    reader = SpanReader(reader_dir, precision="fp32", threads=threads)
+    readings = reader.read([ex.question for ex in answerable], [ex.context for ex in answerable])
+    predictions = best_answers({ex.id: marginalise(["p"], [1.0], [r], True)
+                                for ex, r in zip(answerable, readings)})
+    scores = evaluate({ex.id: [a.text for a in ex.answers] for ex in answerable}, predictions)
+    return {"exact": round(scores["exact"], 2), "f1": round(scores["f1"], 2), "questions": len(answerable)}
+
+
 def save_checkpoint(model, tokenizer, path: Path, info: dict) -> None:
     """Atomically write fp16 safetensors + config + tokenizer files + training info."""
     from safetensors.torch import save_file
@@ -102,7 +136,8 @@ def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | P
                  batch_size: int = 16, warmup: float = 0.1, weight_decay: float = 0.01,
                  max_length: int = MAX_LENGTH, stride: int = STRIDE, threads: int = 1,
                  precision: str | None = None, seed: int = 0, limit: int | None = None,
-                 impossible: float = 1.0, log: Callable[[str], None] = print) -> dict:
+                 impossible: float = 1.0, validation_articles: int = 0,
+                 log: Callable[[str], None] = print) -> dict:
     """Train a span reader and write it to `output` (also `output`/epoch-N each epoch).
 
     `impossible` is the fraction of unanswerable questions kept (1.0 = all);
@@ -124,6 +159,9 @@ def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | P
                     if not ex.impossible or (i * keep) % 1.0 + keep >= 1.0]
     if limit:
         examples = examples[:limit]
+    validation: list[Example] = []
+    if validation_articles:
+        examples, validation = split_articles(examples, validation_articles)
     base = resolve_model_dir(base_model)
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
     model = AutoModelForQuestionAnswering.from_pretrained(base, local_files_only=True)
@@ -141,7 +179,8 @@ def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | P
             "answerable": sum(not ex.impossible for ex in examples), "windows": len(windows),
             "base_model": model_name(base), "epochs": epochs, "lr": lr, "batch_size": batch_size,
             "warmup": warmup, "weight_decay": weight_decay, "max_length": max_length,
-            "stride": stride, "impossible": impossible, "threads": threads, "bf16": bf16, "seed": seed}
+            "stride": stride, "impossible": impossible, "threads": threads, "bf16": bf16, "seed": seed,
+            "validation_articles": sorted({ex.title for ex in validation}), "validation": []}
     log(f"training on {len(examples)} questions, {len(windows)} windows, {steps} steps, bf16={bf16}")
     pad = tokenizer.pad_token_id or 0
     t0, step = time.time(), 0
@@ -168,6 +207,18 @@ def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | P
                 running = 0.0
         info.update(finished_epochs=epoch, seconds=round(time.time() - t0, 1))
         save_checkpoint(model, tokenizer, Path(output) / f"epoch-{epoch}", info)
+        if validation:
+            info["validation"].append({"epoch": epoch, **closed_scores(Path(output) / f"epoch-{epoch}",
+                                                                        validation, threads)})
+            log(f"epoch {epoch} validation {info['validation'][-1]}")
+            model.train()
         log(f"epoch {epoch} done {time.time() - t0:.0f}s")
+    if validation:
+        best = max(info["validation"], key=lambda v: (v["f1"], -v["epoch"]))
+        info["chosen_epoch"] = best["epoch"]
+        from transformers import AutoModelForQuestionAnswering as Model
+
+        model = Model.from_pretrained(Path(output) / f"epoch-{best['epoch']}", local_files_only=True,
+                                      dtype=torch.float32)
     save_checkpoint(model, tokenizer, Path(output), info)
     return info
