@@ -45,7 +45,8 @@ from retrieval.params import PARAMS
 from retrieval.rankers import RANKERS
 
 TOP_KEYS = {"name", "collection", "topics", "topic_field", "qrels", "remove_query_ids", "index",
-            "threads", "measures", "only_answered", "baseline", "alpha", "pipelines", "sweeps"}
+            "threads", "measures", "only_answered", "baseline", "alpha", "pipelines", "sweeps", "qa"}
+QA_KEYS = {"questions", "reader", "passages", "temperature", "systems", "select_on", "select_passages"}
 
 # ---------------------------------------------------------------- YAML with line numbers
 
@@ -153,6 +154,22 @@ class SweepSpec:
     where: tuple[str, int]
 
 
+@dataclass(frozen=True)
+class QAConfig:
+    """Retrieve-then-read on a SQuAD-format set: systems (first stages for p(z|x)) and passage
+    counts. A setting given as a list (temperature, a system's bm25_weight) is chosen on
+    `select_on`, a validation set sharing no article with `questions`, never on `questions`."""
+
+    questions: str
+    reader: str | None
+    passages: tuple[int, ...]
+    temperature: list[float]
+    systems: dict[str, dict[str, list[float]]]  # name -> {"bm25_weight": candidates}
+    select_on: str | None = None
+    select_passages: int = 5  # F1 at this many passages picks the setting
+    where: tuple[str, int] = ("<config>", 0)
+
+
 @dataclass
 class Config:
     """An experiment config, validated."""
@@ -175,6 +192,7 @@ class Config:
     pipelines: dict[str, list[StageSpec]]
     sweeps: list[SweepSpec] = field(default_factory=list)
     parts: dict[str, dict[str, Any]] = field(default_factory=dict)  # e.g. {"dense": {...}, "late": {}}
+    qa: QAConfig | None = None
     shards: int | None = None  # a sharded index of this many shards
     ray: str | None = None  # search the shards on Ray ("local" or a cluster address)
 
@@ -339,6 +357,49 @@ def _shards(index: Located) -> tuple[int | None, str | None]:
     return shards, ray
 
 
+def _qa(m: Located) -> QAConfig | None:
+    """The `qa:` section; values checked against params.PARAMS (passages, temperature, bm25_weight)."""
+    from retrieval.params import PARAMS
+
+    qa = m.get("qa")
+    if qa is None:
+        return None
+    if not isinstance(qa, Located):
+        raise m.fail("'qa' must be a mapping (" + ", ".join(sorted(QA_KEYS)) + ")", "qa")
+    _check_keys(qa, QA_KEYS, "qa")
+
+    def values(name: str, value: Any, key: str) -> list[Any]:
+        """A value or a non-empty list of candidates, each checked."""
+        candidates = value if isinstance(value, list) else [value]
+        if not candidates:
+            raise qa.fail(f"{key}: an empty list", key)
+        for v in candidates:
+            try:
+                PARAMS[name].check(v)
+            except InputError as e:
+                raise qa.fail(e.message, key) from None
+        return candidates
+
+    systems = qa.get("systems", {"dense": {}})
+    if not isinstance(systems, dict) or not systems or not all(
+            isinstance(v, dict) and set(v) <= {"bm25_weight"} for v in systems.values()):
+        raise qa.fail("systems maps a name to {} (dense p(z|x)) or {bm25_weight: W or [W, ...]}",
+                      "systems")
+    cfg = QAConfig(
+        questions=_get(qa, "questions", str, "xquad-en"), reader=_get(qa, "reader", str),
+        passages=tuple(values("passages", qa.get("passages", [1, 5, 20]), "passages")),
+        temperature=values("temperature", qa.get("temperature", 0.05), "temperature"),
+        systems={str(k): {n: values(n, w, "systems") for n, w in v.items()} for k, v in systems.items()},
+        select_on=_get(qa, "select_on", str),
+        select_passages=values("passages", qa.get("select_passages", 5), "select_passages")[0],
+        where=qa.where())
+    tuned = len(cfg.temperature) > 1 or any(len(w) > 1 for v in cfg.systems.values() for w in v.values())
+    if tuned and not cfg.select_on:
+        raise qa.fail("a list of settings needs select_on: a validation set sharing no article with the "
+                      "questions (e.g. squad2-dev:validation)", "select_on")
+    return cfg
+
+
 def load_config(path: str | Path) -> Config:
     """Read and validate an experiment config; errors name the file and line."""
     m = read_yaml(path)
@@ -371,9 +432,10 @@ def load_config(path: str | Path) -> Config:
         measures=_measures(m, "measures", m.get("measures", default_measures)),
         only_answered=_get(m, "only_answered", bool, False),
         baseline=_get(m, "baseline", str, ""), alpha=float(_get(m, "alpha", (int, float), 0.05)),
-        pipelines=_pipelines(m, threads), parts=_parts(index))
+        pipelines=_pipelines(m, threads) if "pipelines" in m or "qa" not in m else {},
+        parts=_parts(index), qa=_qa(m))
     cfg.shards, cfg.ray = _shards(index)
-    if cfg.baseline not in cfg.pipelines:
+    if cfg.pipelines and cfg.baseline not in cfg.pipelines:
         raise m.fail(f"baseline {cfg.baseline!r} is not one of the pipelines: "
                      + ", ".join(cfg.pipelines), "baseline" if "baseline" in m else None)
     sweeps = m.get("sweeps", Located())

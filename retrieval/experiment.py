@@ -395,6 +395,16 @@ def run_experiment(config: str | Path | Config, output_dir: str | Path | None = 
     out = Path(output_dir) if output_dir else Path("runs") / cfg.name
     check_output_dir(out)
     index = ensure_index(cfg, precision)
+    outcome = Outcome(cfg, out, {}, {}, {}, {}, {}, {}, [])
+    if cfg.pipelines:
+        outcome = _ranking(cfg, index, out, progress, precision)
+    if cfg.qa:
+        outcome.qa, outcome.qa_notes = _question_answering(cfg, index, out, progress, precision)
+    return outcome
+
+
+def _ranking(cfg: Config, index: AnyIndex, out: Path, progress: bool, precision: str | None) -> Outcome:
+    """Every pipeline and sweep, evaluated and compared with the baseline."""
     queries = collections.load_topics(cfg.topics, cfg.topic_field)
     qrels = collections.load_qrels(cfg.qrels)
     ctx = Context(cfg, index, queries, qrels, out, progress, precision)
@@ -409,6 +419,49 @@ def run_experiment(config: str | Path | Config, output_dir: str | Path | None = 
                    {n: v["means"] for n, v in values.items()}, pq,
                    {n: v["iprec"] for n, v in values.items()},
                    compare(pq, cfg.baseline, cfg.measures), sweeps, ctx.reused, ctx.computed)
+
+
+def _question_answering(cfg: Config, index: AnyIndex, out: Path, progress: bool,
+                        precision: str | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The `qa:` section: settings given as lists chosen on the validation set, then every system
+    on the questions at every passage count (cached in qa.json until anything changes)."""
+    import dataclasses
+
+    from retrieval.qa import evaluation
+    from retrieval.qa.reader import DEFAULT_READER, SpanReader
+    from retrieval.qa.squad import load_examples
+
+    qa = cfg.qa
+    reader_dir = Path(qa.reader) if qa.reader else DEFAULT_READER
+    settings_given = {k: v for k, v in dataclasses.asdict(qa).items() if k != "where"}
+    key = _digest({"v": CACHE_VERSION, "qa": settings_given, "index": index.manifest,
+                   "reader": storage.sha256_file(reader_dir / "model.safetensors"),
+                   "precision": precisions.resolve(precision)})
+    cached = read_cache(out / "qa.json", {})
+    if cached.get("key") == key:
+        return cached["rows"], cached["notes"]
+    reader = SpanReader(reader_dir, precision=precision, threads=cfg.threads)
+    settings, notes = {}, []
+    for name, options in qa.systems.items():
+        weights = options.get("bm25_weight", [0.0])
+        if len(weights) == 1 and len(qa.temperature) == 1:
+            settings[name] = (weights[0], qa.temperature[0])
+            continue
+        choice = evaluation.choose(index, load_examples(qa.select_on), name, weights, qa.temperature,
+                                   qa.select_passages, reader, precision=precision, threads=cfg.threads,
+                                   progress=progress)
+        settings[name] = (choice.bm25_weight, choice.temperature)
+        tried = ", ".join(f"w={w} t={t}: {f1:.1f}" for w, t, f1 in choice.tried)
+        notes.append(f"{name}: bm25_weight {choice.bm25_weight}, temperature {choice.temperature} chosen"
+                     f" on {qa.select_on} (F1 at {qa.select_passages} passages; {tried})")
+    for name, (w, t) in settings.items():
+        notes.append(f"{name}: p(z|x) = softmax((cos + {w} * BM25) / {t})" if w else
+                     f"{name}: p(z|x) = softmax(cos / {t})")
+    rows = [dataclasses.asdict(r) for r in evaluation.run_qa(
+        index, load_examples(qa.questions), settings, reader, qa.passages, precision=precision,
+        threads=cfg.threads, progress=progress)]
+    storage.write_json_atomic(out / "qa.json", {"key": key, "rows": rows, "notes": notes})
+    return rows, notes
 
 
 def main(config: str | Path, output_dir: str | Path | None = None, precision: str | None = None) -> Outcome:

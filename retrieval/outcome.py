@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,3 +37,5 @@ class Outcome:
     sweeps: list[SweepResult]
     reused: int = 0
     computed: int = 0
+    qa: list[dict[str, Any]] = field(default_factory=list)  # QA rows (qa.evaluation.QARow as dicts)
+    qa_notes: list[str] = field(default_factory=list)  # how QA settings were chosen

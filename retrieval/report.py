@@ -84,13 +84,30 @@ def pipe_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def text_table(outcome: Outcome) -> str:
-    """The console table: systems x measures, then the legend and sweep selections."""
-    lines = [pipe_table(*table(outcome)), "", legend(outcome)]
+    """The console table: systems x measures, then the legend and sweep selections; then QA."""
+    lines = [pipe_table(*table(outcome)), "", legend(outcome)] if outcome.means else []
     for s in outcome.sweeps:
         chosen = " / ".join(", ".join(f"{k}={v}" for k, v in c.items()) for c in s.chosen)
         lines.append(f"sweep {s.spec.name} ({s.spec.measure} on {s.evaluated_on}): {s.note}"
                      + (f"; selected {chosen}" if chosen else ""))
-    return "\n".join(lines)
+    if outcome.qa:
+        lines += ["" if lines else "", qa_caption(outcome), "", pipe_table(*qa_table(outcome)), "",
+                  *outcome.qa_notes]
+    return "\n".join(lines).strip("\n")
+
+
+def qa_caption(outcome: Outcome) -> str:
+    qa = outcome.cfg.qa
+    return (f"Retrieve-then-read on {qa.questions} (answerable questions; EM/F1 as SQuAD's script, "
+            "answers conditioned on being in the passage); answer-recall@k: a gold answer string in a "
+            "top-k passage.")
+
+
+def qa_table(outcome: Outcome) -> tuple[list[str], list[list[str]]]:
+    """System x passage count: EM, F1, answer recall."""
+    rows = [[r["system"], str(r["passages"]), str(r["questions"]), f"{r['exact']:.1f}", f"{r['f1']:.1f}",
+             f"{r['recall']:.3f}"] for r in outcome.qa]
+    return ["system", "passages k", "questions", "EM", "F1", "answer-recall@k"], rows
 
 
 # ---------------------------------------------------------------- plots
@@ -193,6 +210,8 @@ def plot_sweep(result: SweepResult) -> bytes:
 
 def plots(outcome: Outcome) -> dict[str, tuple[str, bytes]]:
     """{file name: (caption, PNG bytes)} of every plot of the report."""
+    if not outcome.means:
+        return {}
     measure = outcome.cfg.measures[0]
     out = {"measures.png": ("Measures per system", plot_measures(outcome)),
            "precision-recall.png": ("Interpolated precision-recall curves", plot_pr(outcome))}
@@ -239,10 +258,14 @@ def _facts(outcome: Outcome) -> list[tuple[str, str]]:
 def markdown(outcome: Outcome, files: dict[str, tuple[str, bytes]]) -> str:
     """The report as Markdown, images referenced from plots/."""
     out = [f"# Experiment {outcome.cfg.name}", ""]
-    out += [f"- {k}: `{v}`" for k, v in _facts(outcome)] + ["", "## Results", ""]
-    out += [pipe_table(*table(outcome)), "", legend(outcome), "", "## Systems", ""]
-    out += [f"- **{s}**: {d}" for s, d in outcome.systems.items()] + [""]
-    out += ["## Plots", ""]
+    out += [f"- {k}: `{v}`" for k, v in _facts(outcome)] + [""]
+    if outcome.means:
+        out += ["## Results", "", pipe_table(*table(outcome)), "", legend(outcome), "", "## Systems", ""]
+        out += [f"- **{s}**: {d}" for s, d in outcome.systems.items()] + [""]
+    if outcome.qa:
+        out += ["## Question answering", "", qa_caption(outcome), "", pipe_table(*qa_table(outcome)), ""]
+        out += [f"- {note}" for note in outcome.qa_notes] + [""]
+    out += ["## Plots", ""] if files else []
     out += [f"![{caption}](plots/{name})\n" for name, (caption, _) in files.items()
             if not name.startswith("sweep-")]
     for s in outcome.sweeps:
@@ -286,11 +309,16 @@ def html_page(outcome: Outcome, files: dict[str, tuple[str, bytes]]) -> str:
     systems = "".join(f"<li><b>{e(s)}</b>: {e(d)}</li>" for s, d in outcome.systems.items())
     parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
              f"<title>Experiment {e(outcome.cfg.name)}</title><style>{STYLE}</style></head><body>",
-             f"<h1>Experiment {e(outcome.cfg.name)}</h1><ul>{facts}</ul><h2>Results</h2>",
-             _html_table(*table(outcome), "results", strong=True).replace(
-                 "<table ", '<table id="results" ', 1),
-             f'<p class="legend">{e(legend(outcome))}</p><h2>Systems</h2><ul>{systems}</ul>']
-    parts.append("<h2>Plots</h2>")
+             f"<h1>Experiment {e(outcome.cfg.name)}</h1><ul>{facts}</ul>"]
+    if outcome.means:
+        parts += ["<h2>Results</h2>", _html_table(*table(outcome), "results", strong=True).replace(
+                  "<table ", '<table id="results" ', 1),
+                  f'<p class="legend">{e(legend(outcome))}</p><h2>Systems</h2><ul>{systems}</ul>']
+    if outcome.qa:
+        notes = "".join(f"<li>{e(n)}</li>" for n in outcome.qa_notes)
+        parts += ["<h2>Question answering</h2>", f"<p>{e(qa_caption(outcome))}</p>",
+                  _html_table(*qa_table(outcome), "qa"), f"<ul>{notes}</ul>"]
+    parts.append("<h2>Plots</h2>" if files else "")
     parts += [_figure_html(name, *files[name]) for name in files if not name.startswith("sweep-")]
     for s in outcome.sweeps:
         name = f"sweep-{s.spec.name}.png"
@@ -310,7 +338,7 @@ def write_report(outcome: Outcome) -> tuple[Path, Path]:
     out = outcome.output_dir
     md, page, keyfile = out / "report.md", out / "report.html", out / "report.key"
     key = hashlib.sha256(json.dumps(
-        [REPORT_VERSION, markdown(outcome, {}), outcome.per_query, outcome.iprec,
+        [REPORT_VERSION, markdown(outcome, {}), outcome.per_query, outcome.iprec, outcome.qa,
          [(s.spec.grid, s.means, s.chosen) for s in outcome.sweeps]], sort_keys=True).encode()
     ).hexdigest()
     if md.is_file() and page.is_file() and keyfile.is_file() and keyfile.read_text() == key:
@@ -329,4 +357,5 @@ def results_json(outcome: Outcome) -> dict[str, Any]:
     """Means and Holm-adjusted p-values, for scripts."""
     return {"baseline": outcome.cfg.baseline, "means": outcome.means,
             "p_holm": {f"{s}|{m}": c.p_holm for (s, m), c in outcome.comparisons.items()},
-            "p": {f"{s}|{m}": c.p for (s, m), c in outcome.comparisons.items()}}
+            "p": {f"{s}|{m}": c.p for (s, m), c in outcome.comparisons.items()},
+            "qa": outcome.qa}

@@ -139,3 +139,37 @@ def read_predictions(path: str | Path) -> dict[str, str]:
     if not isinstance(preds, dict) or not all(isinstance(v, str) for v in preds.values()):
         raise InputError("expected a JSON object {question id: answer text}", path)
     return preds
+
+
+QA_SETS = {"xquad-en": "xquad-en/xquad.en.json", "squad2-dev": "squad2-dev/dev-v2.0.json"}
+VALIDATION_ARTICLES = 3  # squad2-dev articles held out for choosing settings (qa.train.split_articles)
+
+
+def load_examples(spec: str | Path) -> list[Example]:
+    """A SQuAD file, or a named set in the data directory with an optional split:
+
+    - `xquad-en` (the evaluation set, 1,190 questions) and `xquad-en:unseen` (its questions
+      from the 32 articles of which squad2-dev, the training data, has no paragraph);
+    - `squad2-dev:train` / `squad2-dev:validation`: squad2-dev without any xquad-en
+      paragraph, split by article (VALIDATION_ARTICLES held out, chosen by title hash);
+      `squad2-dev` alone is the whole file.
+    """
+    from retrieval import collections
+
+    name, _, split = str(spec).partition(":")
+    if name not in QA_SETS or Path(str(spec)).exists():
+        return read_squad(spec)
+    root = collections.data_dir()
+    examples = read_squad(root / QA_SETS[name])
+    if not split:
+        return examples
+    if name == "xquad-en" and split == "unseen":
+        seen = {ex.title for ex in read_squad(root / QA_SETS["squad2-dev"])}
+        return [ex for ex in examples if ex.title not in seen]
+    if name == "squad2-dev" and split in ("train", "validation"):
+        from retrieval.qa.train import split_articles
+
+        kept = exclude_paragraphs(examples, read_squad(root / QA_SETS["xquad-en"]))
+        return split_articles(kept, VALIDATION_ARTICLES)[split == "validation"]
+    raise InputError(f"unknown QA set {str(spec)!r}; expected xquad-en, xquad-en:unseen, squad2-dev,"
+                     " squad2-dev:train, squad2-dev:validation or a SQuAD file")
