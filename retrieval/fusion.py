@@ -1,10 +1,11 @@
-"""Combining Runs: reciprocal-rank fusion and normalised linear interpolation.
+"""Combining Runs: reciprocal-rank fusion, normalised linear interpolation, weighted sums.
 
-Pure functions work on Runs (`rrf`, `interpolate`); the stage classes (`RRF`,
-`Interpolate`) compose stages, e.g. `Interpolate(bm25, dense, weight=0.3)(queries)`.
+Pure functions work on Runs (`rrf`, `interpolate`) or on one query's rankings
+(`interpolate_ranking`); the stage classes (`RRF`, `Interpolate`,
+`WeightedSum`) compose stages, e.g. `Interpolate(bm25, dense, weight=0.3)(queries)`.
 A document missing from one run contributes nothing from that run (RRF) or
 that run's normalised minimum, 0 (interpolation). Ties are broken by doc id
-like every Run.
+like every Run. Min-max normalisation is written once, in `minmax_scores`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 
 from retrieval.errors import InputError
 from retrieval.pipeline import Stage
-from retrieval.types import Queries, Run
+from retrieval.types import Queries, Ranking, Run, rank
 
 RRF_K = 60
 
@@ -22,8 +23,8 @@ def _cut(run: Run, k: int | None) -> Run:
     return run.cut(k) if k else run
 
 
-def rrf(runs: Sequence[Run], k: int = RRF_K, depth: int | None = None) -> Run:
-    """Reciprocal-rank fusion: score(d) = sum over runs of 1 / (k + rank of d), rank from 1.
+def rrf(runs: Sequence[Run], rrf_k: int = RRF_K, depth: int | None = None) -> Run:
+    """Reciprocal-rank fusion: score(d) = sum over runs of 1 / (rrf_k + rank of d), rank from 1.
 
     `depth` limits each input run to its top hits before fusing; queries in
     any run appear in the result.
@@ -34,19 +35,44 @@ def rrf(runs: Sequence[Run], k: int = RRF_K, depth: int | None = None) -> Run:
     for run in runs:
         for qid, hits in _cut(run, depth).items():
             scores = fused.setdefault(qid, {})
-            for rank, (doc, _) in enumerate(hits, start=1):
-                scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
+            for position, (doc, _) in enumerate(hits, start=1):
+                scores[doc] = scores.get(doc, 0.0) + 1.0 / (rrf_k + position)
     return Run({q: s.items() for q, s in fused.items()})
+
+
+def minmax_scores(scores: Sequence[float]) -> list[float]:
+    """Scores scaled to [0, 1]: (s - min) / (max - min), all 1.0 when every score is equal.
+
+    Plain float64 arithmetic, element by element, so the result is the same
+    float as numpy's `(x - x.min()) / (x.max() - x.min())` on a float64 array.
+    """
+    if not scores:
+        return []
+    low, high = min(scores), max(scores)
+    span = high - low
+    return [(s - low) / span if span > 0 else 1.0 for s in scores]
 
 
 def minmax(hits: Sequence[tuple[str, float]]) -> dict[str, float]:
     """Scores of one ranking scaled to [0, 1] (all 1.0 when every score is equal)."""
-    if not hits:
-        return {}
-    scores = [s for _, s in hits]
-    low, high = min(scores), max(scores)
-    span = high - low
-    return {d: ((s - low) / span if span > 0 else 1.0) for d, s in hits}
+    return dict(zip((d for d, _ in hits), minmax_scores([s for _, s in hits])))
+
+
+def interpolate_ranking(first: Ranking, second: Ranking, weight: float) -> Ranking:
+    """weight * minmax(first) + (1 - weight) * minmax(second) over the documents of `first`.
+
+    A document of `first` missing from `second` gets `second`'s lowest score
+    before normalisation. (The late-interaction reranker's fusion of a first
+    stage with MaxSim.)
+    """
+    if not 0.0 <= weight <= 1.0:
+        raise InputError(f"interpolation weight must be in [0, 1], got {weight}")
+    second_scores = dict(second)
+    floor = min(second_scores.values(), default=0.0)
+    docs = [d for d, _ in first]
+    a = minmax_scores([float(s) for _, s in first])
+    b = minmax_scores([float(second_scores.get(d, floor)) for d in docs])
+    return rank(zip(docs, (weight * x + (1 - weight) * y for x, y in zip(a, b))))
 
 
 def interpolate(run_a: Run, run_b: Run, weight: float = 0.5, depth: int | None = None) -> Run:
@@ -66,15 +92,15 @@ def interpolate(run_a: Run, run_b: Run, weight: float = 0.5, depth: int | None =
 class RRF(Stage):
     """A stage fusing the Runs of several stages by reciprocal rank."""
 
-    def __init__(self, *stages: Stage, k: int = RRF_K, depth: int | None = None,
+    def __init__(self, *stages: Stage, rrf_k: int = RRF_K, depth: int | None = None,
                  hits: int | None = None):
         if len(stages) < 2:
             raise InputError("RRF fuses at least two stages")
-        self.stages, self.k, self.depth, self.hits = stages, k, depth, hits
+        self.stages, self.rrf_k, self.depth, self.hits = stages, rrf_k, depth, hits
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
         """Run every stage on the queries and fuse their Runs."""
-        fused = rrf([stage(queries, run) for stage in self.stages], self.k, self.depth)
+        fused = rrf([stage(queries, run) for stage in self.stages], self.rrf_k, self.depth)
         return _cut(fused, self.hits)
 
 

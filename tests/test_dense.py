@@ -154,7 +154,7 @@ RUN_B = Run({"q": [("c", 10.0), ("d", 5.0)], "r": [("x", 1.0)]})
 
 
 def test_rrf():
-    fused = rrf([RUN_A, RUN_B], k=60)
+    fused = rrf([RUN_A, RUN_B], rrf_k=60)
     scores = dict(fused["q"])
     assert scores["c"] == pytest.approx(1 / 63 + 1 / 61)
     assert scores["a"] == pytest.approx(1 / 61) and scores["d"] == pytest.approx(1 / 62)
