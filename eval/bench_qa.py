@@ -75,7 +75,7 @@ def read_all(qa: RetrieveThenRead, questions: dict[str, str], run, texts, k_of,
 
 def latency(qa: RetrieveThenRead, questions: list[str], k: int) -> tuple[float, float]:
     """Median and p95 seconds per question of ask() with k passages."""
-    qa.k = qa.retriever.k = k
+    qa.k = qa.retriever.hits = k
     qa.ask(questions[0])  # warm-up
     times = []
     for q in questions:

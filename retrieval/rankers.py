@@ -49,7 +49,7 @@ def _dense(index: Index, hits: int = 1000, encoder: str | None = None, precision
            **_: Any) -> Stage:
     from retrieval.dense import DenseRetriever
 
-    return DenseRetriever(index, encoder, k=hits, precision=precision, threads=threads,
+    return DenseRetriever(index, encoder, hits=hits, precision=precision, threads=threads,
                           ef_search=ef_search, nprobe=nprobe)
 
 

@@ -91,7 +91,7 @@ def test_dense_part_and_retriever(index_dir, default):
     assert entry["model_sha256"] == default.checksum
     manifest = json.loads((index_dir / "manifest.json").read_text())
     assert "dense/faiss.index" in manifest["parts"]["dense"]["files"]
-    run = DenseRetriever(index_dir, model=default, k=3)(
+    run = DenseRetriever(index_dir, model=default, hits=3)(
         Queries({"q1": "a cat on a mat", "q2": "ranking documents for search"}))
     assert isinstance(run, Run) and len(run["q1"]) == 3
     assert run["q1"][0][0] == "d1" and run["q2"][0][0] in ("d3", "d4")
@@ -120,7 +120,7 @@ def test_add_dense_to_a_built_index(tmp_path, tiny_docs, default):
     add_dense(tmp_path / "ix", encoder=default, index_type="hnsw", params={"m": 8})
     index = Index.open(tmp_path / "ix")
     assert index.parts["dense"]["params"]["m"] == 8
-    run = DenseRetriever(index, model=default, k=5)(Queries({"q": "dogs in a garden"}))
+    run = DenseRetriever(index, model=default, hits=5)(Queries({"q": "dogs in a garden"}))
     assert run["q"][0][0] == "d2" and len(run["q"]) == 5
 
 
@@ -185,7 +185,7 @@ def test_fusion_stages_compose_stages():
 def test_scifact_ndcg_matches_mteb(scifact_dense_index, default):
     import ir_measures
 
-    run = DenseRetriever(scifact_dense_index, model=default, k=1000)(
+    run = DenseRetriever(scifact_dense_index, model=default, hits=1000)(
         collections.load_topics("scifact")).without_query_ids()
     qrels = collections.load_qrels("scifact")
     ndcg = ir_measures.calc_aggregate([ir_measures.parse_measure("nDCG@10")], qrels,
@@ -207,7 +207,7 @@ def test_scifact_hybrid_with_weight_chosen_on_train(scifact_dense_index):
     from retrieval.fusion import interpolate, tune_weight
     from retrieval.sparse.rankers import BM25
 
-    bm25, dense = BM25(scifact_dense_index), DenseRetriever(scifact_dense_index, k=1000)
+    bm25, dense = BM25(scifact_dense_index), DenseRetriever(scifact_dense_index, hits=1000)
     train = collections.load_topics("scifact:train")
     weight, _ = tune_weight(bm25(train).without_query_ids(), dense(train).without_query_ids(),
                             collections.load_qrels("scifact:train"), "nDCG@10")
@@ -224,7 +224,7 @@ def test_dense_part_records_no_precision_and_queries_in_this_machines(index_dir,
     entry = build_dense_part(index_dir, IDS, TEXTS, encoder=Encoder(precision="fp32", progress=False))
     assert "precision" not in entry
     assert not any(str(v).startswith("/") for v in entry.values())
-    retriever = DenseRetriever(index_dir, k=2)
+    retriever = DenseRetriever(index_dir, hits=2)
     assert retriever.encoder.precision == "int8"  # no bf16 here: the int8 path (x86)
     run = retriever(Queries({"q": "a cat on a mat"}))
     assert run["q"][0][0] == "d1"

@@ -22,9 +22,9 @@ def hybrid_run(retriever: Any, index: Any, queries: Mapping[str, str], q_vectors
     from retrieval.sparse.rankers import BM25
 
     qids = list(queries)
-    retriever_k, retriever.k = retriever.k, depth
+    retriever_k, retriever.hits = retriever.hits, depth
     dense = retriever.search_vectors(qids, q_vectors)
-    retriever.k = retriever_k
+    retriever.hits = retriever_k
     bm25 = BM25(index, k1=0.9, b=0.4, hits=depth)
     sparse = bm25(Queries(queries))
     union = Run({q: [(d, 0.0) for d in dict.fromkeys([d for d, _ in dense[q]] + [d for d, _ in sparse[q]])]

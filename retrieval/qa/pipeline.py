@@ -55,7 +55,7 @@ class RetrieveThenRead:
         if temperature <= 0:
             raise InputError(f"temperature must be positive, got {temperature}")
         self.index = open_index(index)
-        self.retriever = retriever or DenseRetriever(self.index, k=k, threads=threads, precision=precision)
+        self.retriever = retriever or DenseRetriever(self.index, hits=k, threads=threads, precision=precision)
         self.reader = reader if isinstance(reader, SpanReader) else \
             SpanReader(reader, precision=precision, threads=threads)
         self.k, self.temperature, self.answerable = k, temperature, answerable
@@ -77,7 +77,7 @@ class RetrieveThenRead:
             from retrieval.qa.hybrid import hybrid_run
 
             return hybrid_run(self.retriever, self.index, queries, vectors, self.bm25_weight,
-                              depth=max(self.retriever.k, 20))
+                              depth=max(self.retriever.hits, 20))
         return self.retriever.search_vectors(list(queries), vectors)
 
     def retrieve_and_read(self, queries: Mapping[str, str], k: int | None = None
