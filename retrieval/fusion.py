@@ -10,8 +10,10 @@ like every Run. Min-max normalisation is written once, in `minmax_scores`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+from retrieval import params
 from retrieval.errors import InputError
 from retrieval.pipeline import Stage
 from retrieval.types import Queries, Ranking, Run, rank
@@ -119,6 +121,51 @@ class Interpolate(Stage):
         fused = interpolate(self.first(queries, run), self.second(queries, run),
                             self.weight, self.depth)
         return _cut(fused, self.hits)
+
+
+class WeightedSum(Stage):
+    """A stage: score = sum_i weights[i] * score_i over the union of every stage's top `depth`.
+
+    Per query, the candidates are the union of each stage's top `depth` hits;
+    every stage then rescores every candidate (`stage(queries, union)`, so each
+    stage must rescore a given run, as the sparse rankers and DenseRetriever do)
+    and the scores are summed with the weights, unnormalised. A candidate a
+    stage leaves out of its rescored run counts 0 from that stage. `hits` cuts
+    the result. E.g. `WeightedSum(dense, bm25, weights=(1.0, 0.05))` is
+    cos + 0.05 * BM25.
+    """
+
+    def __init__(self, *stages: Stage, weights: Sequence[float], depth: int = 20,
+                 hits: int | None = None):
+        if not stages:
+            raise InputError("a weighted sum needs at least one stage")
+        if len(weights) != len(stages):
+            raise InputError(f"a weighted sum needs one weight per stage: {len(stages)} stages,"
+                             f" {len(weights)} weights")
+        params.check(depth=depth, hits=hits)
+        if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w)
+                   for w in weights):
+            raise InputError(f"weights must be finite numbers, got {tuple(weights)!r}")
+        self.stages, self.weights = stages, tuple(weights)
+        self.depth, self.hits = depth, hits
+
+    def __call__(self, queries: Queries, run: Run | None = None) -> Run:
+        """Search with every stage, rescore the union with every stage, and sum the weighted scores."""
+        tops = [stage(queries, run).cut(self.depth) for stage in self.stages]
+        union = Run({q: [(d, 0.0) for d in dict.fromkeys(d for top in tops for d, _ in top.get(q, []))]
+                     for q in queries})
+        rescored = [stage(queries, union) for stage in self.stages]
+        out = {}
+        for q in queries:
+            scores = [dict(r.get(q, [])) for r in rescored]
+            fused = []
+            for d, _ in union[q]:
+                total = 0.0
+                for weight, score in zip(self.weights, scores):
+                    total += weight * score.get(d, 0.0)
+                fused.append((d, total))
+            out[q] = fused
+        return _cut(Run(out), self.hits)
 
 
 def tune_weight(run_a: Run, run_b: Run, qrels: dict[str, dict[str, int]],
