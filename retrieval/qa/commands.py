@@ -22,12 +22,15 @@ def read_predictions(path: str | Path) -> dict[str, str]:
 
 
 def _pipeline(args: Namespace):
-    from retrieval.qa.pipeline import RetrieveThenRead
+    from retrieval.index import open_index
+    from retrieval.qa.pipeline import DEFAULT_DEPTH, RetrieveThenRead, check_settings, first_stage
 
-    return RetrieveThenRead(args.index, args.reader, k=args.k, temperature=args.temperature,
-                            answerable=not args.keep_null, threads=args.threads,
-                            precision=args.precision,
-                            query_model=args.query_model, bm25_weight=args.bm25_weight)
+    check_settings(args.k, args.temperature)
+    index = open_index(args.index)
+    stage = first_stage(index, bm25_weight=args.bm25_weight, query_model=args.query_model,
+                        precision=args.precision, threads=args.threads, depth=max(args.k, DEFAULT_DEPTH))
+    return RetrieveThenRead(stage, args.reader, index, passages=args.k, temperature=args.temperature,
+                            answerable=not args.keep_null, threads=args.threads, precision=args.precision)
 
 
 def cmd_ask(args: Namespace) -> None:
