@@ -34,9 +34,10 @@ sys.path.insert(0, str(ROOT))
 from benchlib import cpu_line, publish  # noqa: E402
 
 from retrieval.collections import data_dir  # noqa: E402
+from retrieval.index import open_index  # noqa: E402
 from retrieval.qa.marginal import marginalise  # noqa: E402
 from retrieval.qa.metrics import contains_answer, evaluate  # noqa: E402
-from retrieval.qa.pipeline import Retrieved, RetrieveThenRead, best_answers  # noqa: E402
+from retrieval.qa.pipeline import Retrieved, RetrieveThenRead, best_answers, first_stage  # noqa: E402
 from retrieval.qa.reader import SpanReader  # noqa: E402
 from retrieval.qa.squad import gold_answers, passage_id, read_squad  # noqa: E402
 from retrieval.types import Queries  # noqa: E402
@@ -75,7 +76,7 @@ def read_all(qa: RetrieveThenRead, questions: dict[str, str], run, texts, k_of,
 
 def latency(qa: RetrieveThenRead, questions: list[str], k: int) -> tuple[float, float]:
     """Median and p95 seconds per question of ask() with k passages."""
-    qa.k = qa.retriever.k = k
+    qa.passages = k
     qa.ask(questions[0])  # warm-up
     times = []
     for q in questions:
@@ -111,15 +112,16 @@ def main() -> None:
     examples = read_squad(xquad)[:args.limit][::args.every]
     gold = gold_answers(examples)
     questions = {e.id: e.question for e in examples}
-    qa = RetrieveThenRead(args.index, SpanReader(args.reader), k=20,
-                          temperature=args.temperature, threads=args.threads,
-                          bm25_weight=args.bm25_weight)
+    index = open_index(args.index)
+    stage = first_stage(index, bm25_weight=args.bm25_weight, threads=args.threads, depth=20)
+    qa = RetrieveThenRead(stage, SpanReader(args.reader), index, passages=20,
+                          temperature=args.temperature, threads=args.threads)
     texts = {d.id: d.text for d in qa.index.docstore}
     t0 = time.time()
     run = qa.retrieve(questions)
     from retrieval.sparse.rankers import BM25
 
-    bm25 = BM25(qa.index, k1=0.9, b=0.4, hits=20)(Queries(questions))
+    bm25 = BM25(qa.index, hits=20)(Queries(questions))
     print(f"retrieved in {time.time() - t0:.0f}s", file=sys.stderr)
     sub = set(list(questions)[::args.k20_every])
     cache: dict = {}
@@ -135,10 +137,8 @@ def main() -> None:
             rows.append((k, answerable, len(qids), m["exact"], m["f1"],
                          recall(run, texts, g, k), recall(bm25, texts, g, k)))
     if args.realm:
-        from retrieval.qa.realm import QueryEncoder
-
-        realm_run = qa.retriever.search_vectors(list(questions), QueryEncoder(args.realm).encode(
-            list(questions.values())))
+        realm = first_stage(qa.index, query_model=args.realm, threads=args.threads, depth=20)
+        realm_run = realm(Queries(questions))
         rgot = read_all(qa, questions, realm_run, texts, lambda q: 5, cache)
         for k in (1, 5):
             pred = best_answers({q: rgot[q].answers(k, args.temperature, True) for q in questions})

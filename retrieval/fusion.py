@@ -1,19 +1,22 @@
-"""Combining Runs: reciprocal-rank fusion and normalised linear interpolation.
+"""Combining Runs: reciprocal-rank fusion, normalised linear interpolation, weighted sums.
 
-Pure functions work on Runs (`rrf`, `interpolate`); the stage classes (`RRF`,
-`Interpolate`) compose stages, e.g. `Interpolate(bm25, dense, weight=0.3)(queries)`.
+Pure functions work on Runs (`rrf`, `interpolate`) or on one query's rankings
+(`interpolate_ranking`); the stage classes (`RRF`, `Interpolate`,
+`WeightedSum`) compose stages, e.g. `Interpolate(bm25, dense, weight=0.3)(queries)`.
 A document missing from one run contributes nothing from that run (RRF) or
 that run's normalised minimum, 0 (interpolation). Ties are broken by doc id
-like every Run.
+like every Run. Min-max normalisation is written once, in `minmax_scores`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+from retrieval import params
 from retrieval.errors import InputError
 from retrieval.pipeline import Stage
-from retrieval.types import Queries, Run
+from retrieval.types import Queries, Ranking, Run, rank
 
 RRF_K = 60
 
@@ -22,8 +25,8 @@ def _cut(run: Run, k: int | None) -> Run:
     return run.cut(k) if k else run
 
 
-def rrf(runs: Sequence[Run], k: int = RRF_K, depth: int | None = None) -> Run:
-    """Reciprocal-rank fusion: score(d) = sum over runs of 1 / (k + rank of d), rank from 1.
+def rrf(runs: Sequence[Run], rrf_k: int = RRF_K, depth: int | None = None) -> Run:
+    """Reciprocal-rank fusion: score(d) = sum over runs of 1 / (rrf_k + rank of d), rank from 1.
 
     `depth` limits each input run to its top hits before fusing; queries in
     any run appear in the result.
@@ -34,19 +37,44 @@ def rrf(runs: Sequence[Run], k: int = RRF_K, depth: int | None = None) -> Run:
     for run in runs:
         for qid, hits in _cut(run, depth).items():
             scores = fused.setdefault(qid, {})
-            for rank, (doc, _) in enumerate(hits, start=1):
-                scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
+            for position, (doc, _) in enumerate(hits, start=1):
+                scores[doc] = scores.get(doc, 0.0) + 1.0 / (rrf_k + position)
     return Run({q: s.items() for q, s in fused.items()})
+
+
+def minmax_scores(scores: Sequence[float]) -> list[float]:
+    """Scores scaled to [0, 1]: (s - min) / (max - min), all 1.0 when every score is equal.
+
+    Plain float64 arithmetic, element by element, so the result is the same
+    float as numpy's `(x - x.min()) / (x.max() - x.min())` on a float64 array.
+    """
+    if not scores:
+        return []
+    low, high = min(scores), max(scores)
+    span = high - low
+    return [(s - low) / span if span > 0 else 1.0 for s in scores]
 
 
 def minmax(hits: Sequence[tuple[str, float]]) -> dict[str, float]:
     """Scores of one ranking scaled to [0, 1] (all 1.0 when every score is equal)."""
-    if not hits:
-        return {}
-    scores = [s for _, s in hits]
-    low, high = min(scores), max(scores)
-    span = high - low
-    return {d: ((s - low) / span if span > 0 else 1.0) for d, s in hits}
+    return dict(zip((d for d, _ in hits), minmax_scores([s for _, s in hits])))
+
+
+def interpolate_ranking(first: Ranking, second: Ranking, weight: float) -> Ranking:
+    """weight * minmax(first) + (1 - weight) * minmax(second) over the documents of `first`.
+
+    A document of `first` missing from `second` gets `second`'s lowest score
+    before normalisation. (The late-interaction reranker's fusion of a first
+    stage with MaxSim.)
+    """
+    if not 0.0 <= weight <= 1.0:
+        raise InputError(f"interpolation weight must be in [0, 1], got {weight}")
+    second_scores = dict(second)
+    floor = min(second_scores.values(), default=0.0)
+    docs = [d for d, _ in first]
+    a = minmax_scores([float(s) for _, s in first])
+    b = minmax_scores([float(second_scores.get(d, floor)) for d in docs])
+    return rank(zip(docs, (weight * x + (1 - weight) * y for x, y in zip(a, b))))
 
 
 def interpolate(run_a: Run, run_b: Run, weight: float = 0.5, depth: int | None = None) -> Run:
@@ -66,15 +94,15 @@ def interpolate(run_a: Run, run_b: Run, weight: float = 0.5, depth: int | None =
 class RRF(Stage):
     """A stage fusing the Runs of several stages by reciprocal rank."""
 
-    def __init__(self, *stages: Stage, k: int = RRF_K, depth: int | None = None,
+    def __init__(self, *stages: Stage, rrf_k: int = RRF_K, depth: int | None = None,
                  hits: int | None = None):
         if len(stages) < 2:
             raise InputError("RRF fuses at least two stages")
-        self.stages, self.k, self.depth, self.hits = stages, k, depth, hits
+        self.stages, self.rrf_k, self.depth, self.hits = stages, rrf_k, depth, hits
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
         """Run every stage on the queries and fuse their Runs."""
-        fused = rrf([stage(queries, run) for stage in self.stages], self.k, self.depth)
+        fused = rrf([stage(queries, run) for stage in self.stages], self.rrf_k, self.depth)
         return _cut(fused, self.hits)
 
 
@@ -93,6 +121,51 @@ class Interpolate(Stage):
         fused = interpolate(self.first(queries, run), self.second(queries, run),
                             self.weight, self.depth)
         return _cut(fused, self.hits)
+
+
+class WeightedSum(Stage):
+    """A stage: score = sum_i weights[i] * score_i over the union of every stage's top `depth`.
+
+    Per query, the candidates are the union of each stage's top `depth` hits;
+    every stage then rescores every candidate (`stage(queries, union)`, so each
+    stage must rescore a given run, as the sparse rankers and DenseRetriever do)
+    and the scores are summed with the weights, unnormalised. A candidate a
+    stage leaves out of its rescored run counts 0 from that stage. `hits` cuts
+    the result. E.g. `WeightedSum(dense, bm25, weights=(1.0, 0.05))` is
+    cos + 0.05 * BM25.
+    """
+
+    def __init__(self, *stages: Stage, weights: Sequence[float], depth: int = 20,
+                 hits: int | None = None):
+        if not stages:
+            raise InputError("a weighted sum needs at least one stage")
+        if len(weights) != len(stages):
+            raise InputError(f"a weighted sum needs one weight per stage: {len(stages)} stages,"
+                             f" {len(weights)} weights")
+        params.check(depth=depth, hits=hits)
+        if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w)
+                   for w in weights):
+            raise InputError(f"weights must be finite numbers, got {tuple(weights)!r}")
+        self.stages, self.weights = stages, tuple(weights)
+        self.depth, self.hits = depth, hits
+
+    def __call__(self, queries: Queries, run: Run | None = None) -> Run:
+        """Search with every stage, rescore the union with every stage, and sum the weighted scores."""
+        tops = [stage(queries, run).cut(self.depth) for stage in self.stages]
+        union = Run({q: [(d, 0.0) for d in dict.fromkeys(d for top in tops for d, _ in top.get(q, []))]
+                     for q in queries})
+        rescored = [stage(queries, union) for stage in self.stages]
+        out = {}
+        for q in queries:
+            scores = [dict(r.get(q, [])) for r in rescored]
+            fused = []
+            for d, _ in union[q]:
+                total = 0.0
+                for weight, score in zip(self.weights, scores):
+                    total += weight * score.get(d, 0.0)
+                fused.append((d, total))
+            out[q] = fused
+        return _cut(Run(out), self.hits)
 
 
 def tune_weight(run_a: Run, run_b: Run, qrels: dict[str, dict[str, int]],

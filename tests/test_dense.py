@@ -91,7 +91,7 @@ def test_dense_part_and_retriever(index_dir, default):
     assert entry["model_sha256"] == default.checksum
     manifest = json.loads((index_dir / "manifest.json").read_text())
     assert "dense/faiss.index" in manifest["parts"]["dense"]["files"]
-    run = DenseRetriever(index_dir, model=default, k=3)(
+    run = DenseRetriever(index_dir, model=default, hits=3)(
         Queries({"q1": "a cat on a mat", "q2": "ranking documents for search"}))
     assert isinstance(run, Run) and len(run["q1"]) == 3
     assert run["q1"][0][0] == "d1" and run["q2"][0][0] in ("d3", "d4")
@@ -120,7 +120,7 @@ def test_add_dense_to_a_built_index(tmp_path, tiny_docs, default):
     add_dense(tmp_path / "ix", encoder=default, index_type="hnsw", params={"m": 8})
     index = Index.open(tmp_path / "ix")
     assert index.parts["dense"]["params"]["m"] == 8
-    run = DenseRetriever(index, model=default, k=5)(Queries({"q": "dogs in a garden"}))
+    run = DenseRetriever(index, model=default, hits=5)(Queries({"q": "dogs in a garden"}))
     assert run["q"][0][0] == "d2" and len(run["q"]) == 5
 
 
@@ -154,7 +154,7 @@ RUN_B = Run({"q": [("c", 10.0), ("d", 5.0)], "r": [("x", 1.0)]})
 
 
 def test_rrf():
-    fused = rrf([RUN_A, RUN_B], k=60)
+    fused = rrf([RUN_A, RUN_B], rrf_k=60)
     scores = dict(fused["q"])
     assert scores["c"] == pytest.approx(1 / 63 + 1 / 61)
     assert scores["a"] == pytest.approx(1 / 61) and scores["d"] == pytest.approx(1 / 62)
@@ -185,7 +185,7 @@ def test_fusion_stages_compose_stages():
 def test_scifact_ndcg_matches_mteb(scifact_dense_index, default):
     import ir_measures
 
-    run = DenseRetriever(scifact_dense_index, model=default, k=1000)(
+    run = DenseRetriever(scifact_dense_index, model=default, hits=1000)(
         collections.load_topics("scifact")).without_query_ids()
     qrels = collections.load_qrels("scifact")
     ndcg = ir_measures.calc_aggregate([ir_measures.parse_measure("nDCG@10")], qrels,
@@ -207,7 +207,7 @@ def test_scifact_hybrid_with_weight_chosen_on_train(scifact_dense_index):
     from retrieval.fusion import interpolate, tune_weight
     from retrieval.sparse.rankers import BM25
 
-    bm25, dense = BM25(scifact_dense_index), DenseRetriever(scifact_dense_index, k=1000)
+    bm25, dense = BM25(scifact_dense_index), DenseRetriever(scifact_dense_index, hits=1000)
     train = collections.load_topics("scifact:train")
     weight, _ = tune_weight(bm25(train).without_query_ids(), dense(train).without_query_ids(),
                             collections.load_qrels("scifact:train"), "nDCG@10")
@@ -224,7 +224,76 @@ def test_dense_part_records_no_precision_and_queries_in_this_machines(index_dir,
     entry = build_dense_part(index_dir, IDS, TEXTS, encoder=Encoder(precision="fp32", progress=False))
     assert "precision" not in entry
     assert not any(str(v).startswith("/") for v in entry.values())
-    retriever = DenseRetriever(index_dir, k=2)
+    retriever = DenseRetriever(index_dir, hits=2)
     assert retriever.encoder.precision == "int8"  # no bf16 here: the int8 path (x86)
     run = retriever(Queries({"q": "a cat on a mat"}))
     assert run["q"][0][0] == "d1"
+
+
+def test_dense_rescoring_equals_its_search_scores(index_dir, default):
+    build_dense_part(index_dir, IDS, TEXTS, encoder=default)
+    dense = DenseRetriever(index_dir, model=default, hits=5)
+    queries = Queries({"q1": "a cat on a mat", "q2": "ranking documents for search"})
+    searched = dense(queries)
+    given = Run({"q1": [("d4", 0.0), ("d1", 0.0)], "q2": [(d, 0.0) for d in IDS]})
+    rescored = dense(queries, given)
+    for q in queries:
+        assert {d for d, _ in rescored[q]} == {d for d, _ in given[q]}
+        full = dict(searched[q])
+        # inner products with the stored vectors: equal to FAISS's search scores up to float32 rounding
+        assert all(s == pytest.approx(full[d], abs=1e-6) for d, s in rescored[q])
+    assert [d for d, _ in rescored["q1"]] == ["d1", "d4"]
+    assert dense(queries, Run({"q1": [("d2", 0.0)]}))["q2"] == []
+    with pytest.raises(InputError, match="not in the dense part"):
+        dense(queries, Run({"q1": [("nope", 0.0)]}))
+
+
+def test_dense_query_encoder_replaces_the_index_model_for_queries(index_dir, default):
+    build_dense_part(index_dir, IDS, TEXTS, encoder=default)
+
+    class Fixed:
+        def encode(self, texts):
+            return default.encode(["dogs chasing cats"] * len(texts))
+
+    run = DenseRetriever(index_dir, model=default, hits=1, query_encoder=Fixed())(
+        Queries({"q": "ranking documents for search"}))
+    assert run["q"][0][0] == "d2"
+
+
+def test_weighted_sum_is_cos_plus_weighted_bm25(index_dir, default):
+    import math
+
+    from retrieval.fusion import WeightedSum
+    from retrieval.index import Index
+    from retrieval.sparse.rankers import BM25
+
+    build_dense_part(index_dir, IDS, TEXTS, encoder=default)
+    index = Index.open(index_dir)
+    query, w, depth = "a cat on a mat in the garden", 0.3, 2
+    fused = WeightedSum(DenseRetriever(index, model=default, hits=depth), BM25(index, hits=depth),
+                        weights=(1.0, w), depth=depth)(Queries({"q": query}))
+    # by hand: cosines of the encoder's vectors; BM25 as Lucene computes it (k1 0.9, b 0.4)
+    q_vec, doc_vecs = default.encode([query])[0], default.encode(TEXTS)
+    cos = {d: float(np.dot(v, q_vec)) for d, v in zip(IDS, doc_vecs)}
+    terms = {d: index.analyzer(t) for d, t in zip(IDS, TEXTS)}
+    avgdl = sum(len(t) for t in terms.values()) / len(IDS)
+
+    def bm25(d: str) -> float:
+        score = 0.0
+        for t in set(index.analyzer(query)):
+            df = sum(t in terms[x] for x in IDS)
+            tf = terms[d].count(t)
+            if df and tf:
+                idf = math.log(1 + (len(IDS) - df + 0.5) / (df + 0.5))
+                score += idf * tf / (tf + 0.9 * (1 - 0.4 + 0.4 * len(terms[d]) / avgdl))
+        return score
+
+    sparse = {d: bm25(d) for d in IDS}
+    top_dense = sorted(IDS, key=lambda d: (-cos[d], d))[:depth]
+    top_bm25 = sorted((d for d in IDS if sparse[d] > 0), key=lambda d: (-sparse[d], d))[:depth]
+    expected = {d: cos[d] + w * sparse[d] for d in set(top_dense) | set(top_bm25)}
+    assert {d for d, _ in fused["q"]} == set(expected)
+    assert all(s == pytest.approx(expected[d], rel=1e-5) for d, s in fused["q"])
+    assert [s for _, s in fused["q"]] == sorted((s for _, s in fused["q"]), reverse=True)
+    with pytest.raises(InputError, match="one weight per stage"):
+        WeightedSum(BM25(index), BM25(index), weights=(1.0,))

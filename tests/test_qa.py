@@ -220,7 +220,7 @@ def small_qa(tmp_path_factory):
     """A passage index over 3 xquad-en articles + 100 squad2-dev distractors, and the pipeline."""
     from retrieval.dense import Encoder
     from retrieval.qa.passages import build_passage_index
-    from retrieval.qa.pipeline import RetrieveThenRead
+    from retrieval.qa.pipeline import RetrieveThenRead, first_stage
 
     tmp = tmp_path_factory.mktemp("qa")
     doc = json.loads(XQUAD.read_text())
@@ -233,7 +233,28 @@ def small_qa(tmp_path_factory):
     small_d = tmp / "distract.json"
     small_d.write_text(json.dumps(distract))
     index = build_passage_index([small_x, small_d], tmp / "index", encoder=Encoder(threads=2))
-    return small_x, index, RetrieveThenRead(index, READER, k=5, threads=2)
+    return small_x, index, RetrieveThenRead(first_stage(index, threads=2), READER, index, passages=5,
+                                            threads=2)
+
+
+def test_retrieve_then_read_with_a_bm25_first_stage(tmp_path):
+    """Any stage feeds p(z|x): here plain BM25 over an index with no dense part."""
+    from retrieval.index import build_index
+    from retrieval.qa.pipeline import RetrieveThenRead
+    from retrieval.sparse.rankers import BM25
+    from retrieval.types import Document
+
+    passages = [("p1", "The Denver Broncos won Super Bowl 50, beating the Carolina Panthers 24-10."),
+                ("p2", "The Carolina Panthers reached Super Bowl 50 after a 15-1 regular season."),
+                ("p3", "Levi's Stadium is in Santa Clara, California.")]
+    build_index([Document(i, "", t) for i, t in passages], tmp_path / "ix", progress=False)
+    qa = RetrieveThenRead(BM25(tmp_path / "ix", hits=10), READER, tmp_path / "ix", passages=2, threads=2)
+    got = qa.retrieve_and_read({"q": "Which team won Super Bowl 50?"})["q"]
+    assert got.passage_ids[0] == "p1" and len(got.passage_ids) == 2
+    answers = qa.ask("Which team won Super Bowl 50?")
+    assert "Broncos" in answers[0].text and answers[0].evidence[0].passage_id == "p1"
+    with pytest.raises(InputError, match="passages must be positive"):
+        RetrieveThenRead(BM25(tmp_path / "ix"), READER, tmp_path / "ix", passages=0)
 
 
 @pytest.mark.slow

@@ -1,9 +1,9 @@
-"""DenseRetriever: a first stage that encodes queries and searches the dense part."""
+"""DenseRetriever: a stage that encodes queries and searches (or rescores a run with) the dense part."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import faiss
 import numpy as np
@@ -21,20 +21,30 @@ def _index_dir(index: Any) -> Path:
     return Path(getattr(index, "path", index))
 
 
+class QueryEncoder(Protocol):
+    """Anything that turns query texts into embedding rows (e.g. `retrieval.qa.realm.QueryEncoder`)."""
+
+    def encode(self, texts: list[str]) -> np.ndarray: ...
+
+
 class DenseRetriever(Stage):
-    """Top-k documents by inner product of query and document embeddings.
+    """Top `hits` documents by inner product of query and document embeddings.
 
     `model` defaults to the model the index was built with; a model whose
     weights differ (SHA-256) from the index's is refused. `precision` defaults to
     `auto`, this machine's fastest path, whatever the index was built with.
-    `ef_search` / `nprobe` override HNSW / IVF search settings.
+    `ef_search` / `nprobe` override HNSW / IVF search settings. `query_encoder`
+    (anything with `.encode(texts) -> array`, e.g. a REALM-trained question
+    encoder) encodes the queries instead of the index's model; the documents'
+    stored vectors are used either way. Given a run, the stage rescores exactly
+    the run's documents of each query (inner product with their stored vectors).
     """
 
-    def __init__(self, index: Any, model: str | Path | Encoder | None = None, k: int = 1000, *,
+    def __init__(self, index: Any, model: str | Path | Encoder | None = None, hits: int = 1000, *,
                  precision: str | None = None, threads: int | None = None,
                  ef_search: int | None = None, nprobe: int | None = None,
-                 batch_size: int = 64):
-        params.check(k=k, threads=threads, ef_search=ef_search, nprobe=nprobe)
+                 batch_size: int = 64, query_encoder: QueryEncoder | None = None):
+        params.check(hits=hits, threads=threads, ef_search=ef_search, nprobe=nprobe)
         self.index_dir = _index_dir(index)
         self.faiss, self.doc_ids, self.entry = load_dense_part(self.index_dir)
         if isinstance(model, Encoder):
@@ -50,27 +60,55 @@ class DenseRetriever(Stage):
                              f" sha256 {self.entry['model_sha256'][:12]}…) than"
                              f" {self.encoder.name} (sha256 {self.encoder.checksum[:12]}…);"
                              " use the index's model or rebuild the dense part", self.index_dir)
-        self.k = k
+        self.hits = hits
+        self.query_encoder = query_encoder
         self.threads = self.encoder.threads
+        self._rows: dict[str, int] | None = None
         configure_search(self.faiss, {key: v for key, v in
                                       (("ef_search", ef_search), ("nprobe", nprobe)) if v})
 
     def encode(self, queries: Queries) -> np.ndarray:
         """Query embeddings, one row per query in `queries` order."""
-        return self.encoder.encode(list(queries.values()), desc="encoding queries")
+        texts = list(queries.values())
+        if self.query_encoder is not None:
+            return self.query_encoder.encode(texts)
+        return self.encoder.encode(texts, desc="encoding queries")
 
     def search_vectors(self, qids: list[str], vectors: np.ndarray) -> Run:
         """A Run from query embeddings (rows in `qids` order)."""
         faiss.omp_set_num_threads(self.threads)
-        k = min(self.k, self.faiss.ntotal)
+        k = min(self.hits, self.faiss.ntotal)
         scores, rows = self.faiss.search(np.ascontiguousarray(vectors, dtype=np.float32), k)
         return Run({q: [(str(self.doc_ids[r]), float(s)) for r, s in zip(rows[i], scores[i])
                         if r >= 0] for i, q in enumerate(qids)})
 
+    def rescore_vectors(self, qids: list[str], vectors: np.ndarray, run: Run) -> Run:
+        """Each query's documents in `run` scored by inner product with their stored vectors."""
+        if self._rows is None:
+            self._rows = {str(d): i for i, d in enumerate(self.doc_ids)}
+        out = {}
+        for i, q in enumerate(qids):
+            ids = [d for d, _ in run.get(q, [])]
+            try:
+                rows = [self._rows[d] for d in ids]
+            except KeyError as e:
+                raise InputError(f"run names document {e.args[0]!r}, which is not in the dense part",
+                                 self.index_dir) from None
+            if not rows:
+                out[q] = []
+                continue
+            scores = np.stack([self.faiss.reconstruct(r) for r in rows]) @ vectors[i]
+            out[q] = zip(ids, scores.tolist())
+        return Run(out)
+
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
-        """Retrieve for every query (a first stage: `run` is ignored)."""
+        """Retrieve for every query, or with a run rescore each query's documents in it."""
         params.check_queries(queries)
+        params.check_run(run)
         empty = [q for q, text in queries.items() if not str(text).strip()]
         if empty:
             raise InputError(f"empty query text for query id(s) {', '.join(empty[:5])}")
-        return self.search_vectors(list(queries), self.encode(queries))
+        vectors = self.encode(queries)
+        if run is not None:
+            return self.rescore_vectors(list(queries), vectors, run)
+        return self.search_vectors(list(queries), vectors)

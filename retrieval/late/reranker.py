@@ -18,29 +18,11 @@ import numpy as np
 
 from retrieval import params
 from retrieval.errors import InputError
+from retrieval.fusion import interpolate_ranking
 from retrieval.index_kinds import AnyIndex
 from retrieval.late.model import LateModel, maxsim
 from retrieval.pipeline import Stage
 from retrieval.types import Queries, Ranking, Run, rank
-
-
-def _minmax(scores: Sequence[float]) -> np.ndarray:
-    x = np.asarray(scores, dtype=np.float64)
-    if not len(x):
-        return x
-    span = x.max() - x.min()
-    return (x - x.min()) / span if span > 0 else np.ones_like(x)
-
-
-def interpolate_ranking(first: Ranking, late: Ranking, weight: float) -> Ranking:
-    """weight * minmax(first) + (1 - weight) * minmax(late) over the documents of `first`."""
-    if not 0.0 <= weight <= 1.0:
-        raise InputError(f"interpolation weight must be in [0, 1], got {weight}")
-    late_scores = dict(late)
-    docs = [d for d, _ in first]
-    a = _minmax([s for _, s in first])
-    b = _minmax([late_scores.get(d, min(late_scores.values(), default=0.0)) for d in docs])
-    return rank(zip(docs, (weight * a + (1 - weight) * b).tolist()))
 
 
 def _as_model(model: LateModel | str | Path | None, threads: int | None,

@@ -32,12 +32,12 @@ import torch
 
 from retrieval.errors import InputError
 from retrieval.evaluation import evaluate
+from retrieval.fusion import interpolate_ranking
 from retrieval.late.cache import Packed, cached_states
 from retrieval.late.config import TrainConfig
 from retrieval.late.encoder import TokenEncoder
 from retrieval.late.model import maxsim, normalise, save_checkpoint
 from retrieval.late.pairs import corpus_pairs
-from retrieval.late.reranker import interpolate_ranking
 from retrieval.types import Qrels, Queries, Run
 
 

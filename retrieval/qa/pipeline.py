@@ -1,19 +1,29 @@
-"""Retrieve-then-read: dense top-k passages, span reader, REALM marginalisation."""
+"""Retrieve-then-read: a first stage's top passages, span reader, REALM marginalisation.
+
+p(y | x) = sum over the top `passages` z of p(y | z, x) p(z | x), with
+p(z | x) = softmax(score / temperature) over the first stage's scores. The
+first stage is any Stage: a DenseRetriever (REALM's p(z | x)), a
+WeightedSum(dense, BM25) (cos + w * BM25), plain BM25, ...; `first_stage`
+builds the ones `retrieval ask` offers.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from retrieval import params
 from retrieval.errors import InputError
+from retrieval.pipeline import Stage
 from retrieval.qa.marginal import Answer, marginalise, passage_probs
 from retrieval.qa.reader import Reading, SpanReader
-from retrieval.types import Queries
+from retrieval.types import Queries, Run
 
-DEFAULT_K = 5
-DEFAULT_TEMPERATURE = 0.05
+DEFAULT_PASSAGES = params.default("passages")
+DEFAULT_TEMPERATURE = params.default("temperature")
+DEFAULT_DEPTH = 20  # passages each first stage retrieves (the reader reads the top `passages`)
 
 
 @dataclass(frozen=True)
@@ -24,67 +34,83 @@ class Retrieved:
     scores: list[float]
     readings: list[Reading]
 
-    def answers(self, k: int, temperature: float = DEFAULT_TEMPERATURE,
+    def answers(self, passages: int, temperature: float = DEFAULT_TEMPERATURE,
                 answerable: bool = True) -> list[Answer]:
-        """Marginalised answers over the top `k` of these passages."""
-        p_z = passage_probs(self.scores[:k], temperature)
-        return marginalise(self.passage_ids[:k], p_z, self.readings[:k], answerable)
+        """Marginalised answers over the top `passages` of these passages."""
+        p_z = passage_probs(self.scores[:passages], temperature)
+        return marginalise(self.passage_ids[:passages], p_z, self.readings[:passages], answerable)
+
+
+def check_settings(passages: int, temperature: float) -> None:
+    """Refuse a passage count below 1 or a temperature that is not positive (params.PARAMS)."""
+    params.check(passages=passages, temperature=temperature)
+
+
+def first_stage(index: Any, *, bm25_weight: float = 0.0, query_model: str | Path | None = None,
+                precision: str | None = None, threads: int | None = None,
+                depth: int = DEFAULT_DEPTH) -> Stage:
+    """The passage retriever whose scores feed p(z | x): dense, or cos + bm25_weight * BM25.
+
+    Dense retrieval returns the top `depth` passages; `query_model` is a query
+    encoder trained by `retrieval.qa.realm` (the index's document vectors are
+    kept, only the questions are encoded with it). With `bm25_weight` > 0 the
+    stage is WeightedSum(dense, BM25) over the union of both top `depth` lists
+    (BM25 with its default parameters).
+    """
+    from retrieval.dense import DenseRetriever
+    from retrieval.index import native_index
+
+    params.check(bm25_weight=bm25_weight, depth=depth, threads=threads)
+    index = native_index(index)
+    query_encoder = None
+    if query_model is not None:
+        from retrieval.qa.realm import QueryEncoder
+
+        query_encoder = QueryEncoder(query_model)
+    dense = DenseRetriever(index, hits=depth, precision=precision, threads=threads,
+                           query_encoder=query_encoder)
+    if not bm25_weight:
+        return dense
+    from retrieval.fusion import WeightedSum
+    from retrieval.sparse.rankers import BM25
+
+    return WeightedSum(dense, BM25(index, hits=depth), weights=(1.0, bm25_weight), depth=depth)
 
 
 class RetrieveThenRead:
-    """p(y | x) = sum over the top-k passages z of p(y | z, x) p(z | x).
+    """p(y | x) = sum over the top `passages` z of p(y | z, x) p(z | x).
 
-    `index` is an index directory (or Index) with a dense part and a doc
-    store; `reader` a reader checkpoint directory (default: models/reader);
-    `retriever` an already built DenseRetriever to reuse; `query_model` a query
-    encoder trained by `retrieval.qa.realm` (the index's document vectors are
-    kept, only the questions are encoded with it). `bm25_weight` > 0 scores
-    passages by cos + weight * BM25 (see `retrieval.qa.hybrid`) before p(z | x).
+    `first_stage` is any Stage (or callable with the stage signature) whose
+    scores give p(z | x) = softmax(score / temperature) over its top
+    `passages`; `reader` a reader checkpoint directory or SpanReader (None: the
+    committed models/reader); `index` an index directory (or Index) whose doc
+    store supplies the passage texts. `precision` and `threads` are the reader's.
     """
 
-    def __init__(self, index: Any, reader: str | Path | SpanReader | None = None, *,
-                 k: int = DEFAULT_K, temperature: float = DEFAULT_TEMPERATURE,
-                 answerable: bool = True, precision: str | None = None, threads: int | None = None,
-                 retriever: Any = None, query_model: str | Path | None = None,
-                 bm25_weight: float = 0.0):
-        from retrieval.dense import DenseRetriever
+    def __init__(self, first_stage: Stage | Callable[..., Run], reader: str | Path | SpanReader | None,
+                 index: Any, *, passages: int = DEFAULT_PASSAGES,
+                 temperature: float = DEFAULT_TEMPERATURE, answerable: bool = True,
+                 precision: str | None = None, threads: int | None = None):
         from retrieval.index import native_index
 
-        if k < 1:
-            raise InputError(f"k must be positive, got {k}")
-        if temperature <= 0:
-            raise InputError(f"temperature must be positive, got {temperature}")
+        check_settings(passages, temperature)
+        if not callable(first_stage):
+            raise InputError(f"the first stage must be a Stage, got {type(first_stage).__name__}")
+        self.first_stage = first_stage
         self.index = native_index(index)
-        self.retriever = retriever or DenseRetriever(self.index, k=k, threads=threads, precision=precision)
         self.reader = reader if isinstance(reader, SpanReader) else \
             SpanReader(reader, precision=precision, threads=threads)
-        self.k, self.temperature, self.answerable = k, temperature, answerable
-        self.query_encoder = None
-        self.bm25_weight = bm25_weight
-        if query_model is not None:
-            from retrieval.qa.realm import QueryEncoder
+        self.passages, self.temperature, self.answerable = passages, temperature, answerable
 
-            self.query_encoder = QueryEncoder(query_model)
+    def retrieve(self, queries: Mapping[str, str]) -> Run:
+        """The first stage's Run for these questions."""
+        return self.first_stage(Queries(queries))
 
-    def retrieve(self, queries: Mapping[str, str]) -> Any:
-        """The dense Run for these questions (REALM query encoder when given)."""
-        texts = list(queries.values())
-        if self.query_encoder is None and not self.bm25_weight:
-            return self.retriever(Queries(queries))
-        vectors = self.query_encoder.encode(texts) if self.query_encoder is not None else \
-            self.retriever.encoder.encode(texts, desc="encoding queries")
-        if self.bm25_weight:
-            from retrieval.qa.hybrid import hybrid_run
-
-            return hybrid_run(self.retriever, self.index, queries, vectors, self.bm25_weight,
-                              depth=max(self.retriever.k, 20))
-        return self.retriever.search_vectors(list(queries), vectors)
-
-    def retrieve_and_read(self, queries: Mapping[str, str], k: int | None = None
+    def retrieve_and_read(self, queries: Mapping[str, str], passages: int | None = None
                           ) -> dict[str, Retrieved]:
-        """Per question id: the top-k passages and the reader's distribution over each."""
-        k = k or self.k
-        run = self.retrieve(queries).cut(k)
+        """Per question id: the top `passages` passages and the reader's distribution over each."""
+        passages = passages or self.passages
+        run = self.retrieve(queries).cut(passages)
         store = self.index.docstore
         out = {}
         for qid, question in queries.items():
@@ -96,7 +122,7 @@ class RetrieveThenRead:
 
     def ask_batch(self, queries: Mapping[str, str]) -> dict[str, list[Answer]]:
         """Ranked answers (with evidence) for every question id."""
-        return {qid: r.answers(self.k, self.temperature, self.answerable)
+        return {qid: r.answers(self.passages, self.temperature, self.answerable)
                 for qid, r in self.retrieve_and_read(queries).items()}
 
     def ask(self, question: str) -> list[Answer]:
