@@ -306,3 +306,32 @@ def test_open_domain_on_small_index(small_qa, tmp_path, capsys):
     assert main(["ask", "--index", str(index), "--json", examples[0].question]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown[0]["evidence"][0]["passage_id"].startswith("p")
+
+
+@pytest.mark.slow
+def test_train_reader_picks_the_epoch_on_held_out_articles(tmp_path):
+    """Two articles: one is held out; each epoch is scored on it and the best becomes the checkpoint."""
+    from retrieval.qa.train import split_articles, train_reader
+
+    data = {"data": [{"title": title, "paragraphs": [{"context": ctx, "qas": [
+        {"id": f"{title}-{i}", "question": q, "answers": [{"text": a, "answer_start": ctx.index(a)}]}
+        for i, (q, a) in enumerate(qas)]}]} for title, ctx, qas in (
+        ("Rivers", "The Nile flows into the Mediterranean Sea. The Amazon carries the most water.",
+         [("Where does the Nile flow?", "the Mediterranean Sea"), ("Which river carries most water?",
+                                                                   "The Amazon")]),
+        ("Mountains", "Mount Everest is the highest mountain. K2 is the second highest.",
+         [("Which mountain is highest?", "Mount Everest"), ("Which is second highest?", "K2")]))]}
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps(data))
+    examples = read_squad(path)
+    kept, held = split_articles(examples, 1)
+    assert len({e.title for e in held}) == 1 and not {e.title for e in kept} & {e.title for e in held}
+    info = train_reader(path, tmp_path / "reader", epochs=2, validation_articles=1, batch_size=2,
+                        max_length=64, stride=32, log=lambda m: None)
+    assert [v["epoch"] for v in info["validation"]] == [1, 2] and info["chosen_epoch"] in (1, 2)
+    assert info["validation_articles"] == sorted({e.title for e in held})
+    saved = json.loads((tmp_path / "reader" / "training.json").read_text())
+    assert saved["chosen_epoch"] == info["chosen_epoch"]
+    assert (tmp_path / "reader.epochs" / "epoch-2" / "model.safetensors").is_file()
+    assert main(["train", "reader", "--data", str(path), "--exclude", str(path), "--output",
+                 str(tmp_path / "r2"), "--epochs", "1"]) == 2  # everything excluded: an error, no traceback

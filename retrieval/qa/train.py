@@ -30,6 +30,7 @@ import torch
 
 from retrieval import precision as precisions
 from retrieval.dense.encoder import model_name, resolve_model_dir
+from retrieval.errors import InputError
 from retrieval.qa.features import MAX_LENGTH, STRIDE, Window, make_windows
 from retrieval.qa.squad import Example, exclude_paragraphs, read_squad
 from retrieval.storage import atomic_directory, is_model_dir
@@ -87,7 +88,7 @@ def split_articles(examples: Sequence[Example], n: int) -> tuple[list[Example], 
     whose title has the smallest SHA-256 (a fixed, content-blind choice)."""
     titles = sorted({ex.title for ex in examples}, key=lambda t: hashlib.sha256(t.encode()).hexdigest())
     if n >= len(titles):
-        raise ValueError(f"cannot hold out {n} of {len(titles)} articles")
+        raise InputError(f"cannot hold out {n} of the {len(titles)} articles left for training")
     held = set(titles[:n])
     return [ex for ex in examples if ex.title not in held], [ex for ex in examples if ex.title in held]
 
@@ -106,6 +107,12 @@ def closed_scores(reader_dir: Path, examples: Sequence[Example], threads: int) -
                                 for ex, r in zip(answerable, readings)})
     scores = evaluate({ex.id: [a.text for a in ex.answers] for ex in answerable}, predictions)
     return {"exact": round(scores["exact"], 2), "f1": round(scores["f1"], 2), "questions": len(answerable)}
+
+
+def epoch_dir(output: str | Path, epoch: int) -> Path:
+    """Where epoch N's checkpoint goes: beside the output (the output directory is replaced whole)."""
+    output = Path(output)
+    return output.parent / f"{output.name}.epochs" / f"epoch-{epoch}"
 
 
 def save_checkpoint(model, tokenizer, path: Path, info: dict) -> None:
@@ -138,7 +145,7 @@ def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | P
                  precision: str | None = None, seed: int = 0, limit: int | None = None,
                  impossible: float = 1.0, validation_articles: int = 0,
                  log: Callable[[str], None] = print) -> dict:
-    """Train a span reader and write it to `output` (also `output`/epoch-N each epoch).
+    """Train a span reader and write it to `output` (each epoch also to `output`.epochs/epoch-N).
 
     `impossible` is the fraction of unanswerable questions kept (1.0 = all);
     `precision` is fp32 or bf16 autocast (default `auto`: bf16 where the CPU has it).
@@ -159,6 +166,9 @@ def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | P
                     if not ex.impossible or (i * keep) % 1.0 + keep >= 1.0]
     if limit:
         examples = examples[:limit]
+    if not examples:
+        raise InputError("no training questions left after leaving out the held-out file's paragraphs",
+                         train_file)
     validation: list[Example] = []
     if validation_articles:
         examples, validation = split_articles(examples, validation_articles)
@@ -206,9 +216,9 @@ def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | P
                     f"{time.time() - t0:.0f}s")
                 running = 0.0
         info.update(finished_epochs=epoch, seconds=round(time.time() - t0, 1))
-        save_checkpoint(model, tokenizer, Path(output) / f"epoch-{epoch}", info)
+        save_checkpoint(model, tokenizer, epoch_dir(output, epoch), info)
         if validation:
-            info["validation"].append({"epoch": epoch, **closed_scores(Path(output) / f"epoch-{epoch}",
+            info["validation"].append({"epoch": epoch, **closed_scores(epoch_dir(output, epoch),
                                                                         validation, threads)})
             log(f"epoch {epoch} validation {info['validation'][-1]}")
             model.train()
@@ -218,7 +228,7 @@ def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | P
         info["chosen_epoch"] = best["epoch"]
         from transformers import AutoModelForQuestionAnswering as Model
 
-        model = Model.from_pretrained(Path(output) / f"epoch-{best['epoch']}", local_files_only=True,
+        model = Model.from_pretrained(epoch_dir(output, best["epoch"]), local_files_only=True,
                                       dtype=torch.float32)
     save_checkpoint(model, tokenizer, Path(output), info)
     return info
