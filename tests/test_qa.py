@@ -253,7 +253,7 @@ def test_retrieve_then_read_with_a_bm25_first_stage(tmp_path):
     assert got.passage_ids[0] == "p1" and len(got.passage_ids) == 2
     answers = qa.ask("Which team won Super Bowl 50?")
     assert "Broncos" in answers[0].text and answers[0].evidence[0].passage_id == "p1"
-    with pytest.raises(InputError, match="passages must be positive"):
+    with pytest.raises(InputError, match="passages must be a whole number >= 1"):
         RetrieveThenRead(BM25(tmp_path / "ix"), READER, tmp_path / "ix", passages=0)
 
 

@@ -112,6 +112,8 @@ def run(args: argparse.Namespace) -> None:
         index.use_backend(_shard_backend(index, args.ray, args.allow_partial, args.shard_retries))
     try:
         run = build(args.model, index, **params)(queries, candidates)
+        if candidates is not None:  # a stage rescores every candidate; the file keeps --hits
+            run = run.cut(params.get("hits", entry.default("hits")))
     finally:
         if index.kind == "sharded":
             index.backend.close()

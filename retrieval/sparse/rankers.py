@@ -100,10 +100,10 @@ class SparseRanker(Stage):
         params.check_queries(queries)
         params.check_run(run)
         self.searcher  # noqa: B018  (build impacts once, before threads start)
-        if run is not None:  # rescore the run's documents; keep the top `hits`
+        if run is not None:  # rescore every document of the run
             return map_queries(lambda q, t: self.rescore_terms(self.weighted(self.analyse(t), q),
-                                                               run.get(q, []))[:self.hits], queries,
-                               self.threads, desc="rescoring")
+                                                               run.get(q, [])), queries, self.threads,
+                               desc="rescoring")
         return self.search_many({q: self.analyse(t) for q, t in queries.items()}, self.hits)
 
     def search_many(self, terms: dict[str, dict[str, float]], k: int) -> Run:
