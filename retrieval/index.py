@@ -25,7 +25,9 @@ from retrieval.analysis import Analyzer, analyse_all
 from retrieval.docstore import FILENAME as DOCSTORE_FILE
 from retrieval.docstore import DocStore, write_docstore
 from retrieval.errors import InputError
+from retrieval.params import default
 from retrieval.sparse.inverted import InvertedIndex, InvertedIndexBuilder
+from retrieval.sparse.models import BM25Model, write_impacts
 from retrieval.types import Document
 
 DOCIDS_FILE = "docids.npy"
@@ -57,6 +59,7 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
         docno_of = np.empty(len(ids), dtype=np.int64)
         docno_of[by_id] = np.arange(len(ids))
         stats = builder.write(tmp / "inverted", docno_of)
+        write_impacts(tmp / "inverted", BM25Model(k1=default("k1"), b=default("b")))
         storage.save_array(tmp / DOCIDS_FILE, ids[by_id])
         manifest = {
             "format_version": storage.FORMAT_VERSION,
