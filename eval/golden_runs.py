@@ -29,7 +29,8 @@ NEURAL = {"dense": ["--model", "dense"], "hybrid": ["--model", "hybrid"],
 
 
 def retrieval(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "retrieval.cli", *args], check=True, env=os.environ | {"TQDM_DISABLE": "1"})
+    subprocess.run([sys.executable, "-m", "retrieval.cli", *args], check=True,
+                   env=os.environ | {"TQDM_DISABLE": "1"})
 
 
 def sha(path: Path) -> str:
