@@ -62,6 +62,25 @@ def test_maxscore_equals_exhaustive_on_random_indexes(case):
         assert same(searcher.search_many(weighted, k, method="exhaustive"), expected)
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_maxscore_equals_exhaustive_on_lists_of_many_blocks(seed, tmp_path):
+    """Longer lists (hundreds of postings, long skips), Zipf-like term frequencies."""
+    rng = np.random.default_rng(seed)
+    vocab = int(rng.integers(5, 40))
+    builder = InvertedIndexBuilder()
+    for _ in range(int(rng.integers(200, 3000))):
+        builder.add([f"t{t}" for t in rng.zipf(1.3, size=int(rng.integers(1, 12))) % vocab])
+    builder.write(tmp_path)
+    index = InvertedIndex(tmp_path)
+    impacts = rng.choice(rng.random(int(rng.integers(1, 20))) * 3, size=len(index.docnos))
+    queries = [sorted({int(t): float(rng.choice([0.5, 1.0, 2.0])) for t in
+                       rng.integers(0, index.num_terms, size=int(rng.integers(1, 9)))}.items())
+               for _ in range(30)]
+    searcher = ImpactSearcher(index, impacts)
+    for k in (1, 5, 10, 100):
+        assert same(searcher.search_many(queries, k), [searcher.search(q, k) for q in queries]), k
+
+
 @pytest.mark.parametrize("collection", ["cacm", "scifact"])
 def test_maxscore_equals_exhaustive_on_real_collections(collection, cacm_index, scifact_index):
     from retrieval.collections import load_topics
