@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
@@ -25,10 +26,13 @@ from retrieval.analysis import Analyzer, analyse_all
 from retrieval.docstore import FILENAME as DOCSTORE_FILE
 from retrieval.docstore import DocStore, write_docstore
 from retrieval.errors import InputError
+from retrieval.params import default
 from retrieval.sparse.inverted import InvertedIndex, InvertedIndexBuilder
+from retrieval.sparse.models import BM25Model, write_impacts
 from retrieval.types import Document
 
 DOCIDS_FILE = "docids.npy"
+SPILL_DIR = "spill"  # runs of postings while building (deleted before the index is complete)
 
 
 def build_index(documents: Iterable[Document], path: str | Path, source: str = "",
@@ -44,7 +48,7 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
     analyzer = analyzer or Analyzer()
     path = Path(path)
     with storage.atomic_directory(path, storage.is_index_dir, force) as tmp:
-        builder, doc_ids = InvertedIndexBuilder(), []
+        builder, doc_ids = InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR), []
         stored = write_docstore(tmp / DOCSTORE_FILE, documents)
         analysed = analyse_all(stored, Document.contents.fget, analyzer, workers)
         for doc, terms in tqdm(analysed, desc="indexing", unit=" docs", disable=not progress or None):
@@ -57,6 +61,8 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
         docno_of = np.empty(len(ids), dtype=np.int64)
         docno_of[by_id] = np.arange(len(ids))
         stats = builder.write(tmp / "inverted", docno_of)
+        shutil.rmtree(tmp / SPILL_DIR, ignore_errors=True)
+        write_impacts(tmp / "inverted", BM25Model(k1=default("k1"), b=default("b")))
         storage.save_array(tmp / DOCIDS_FILE, ids[by_id])
         manifest = {
             "format_version": storage.FORMAT_VERSION,

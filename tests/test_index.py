@@ -98,3 +98,34 @@ def test_manifest_names_no_path_of_the_building_machine(tiny_docs, tmp_path):
     tiny_docs.write_text(tiny_docs.read_text().replace("mat", "rug"))
     from retrieval.collections import describe
     assert describe(tiny_docs) != manifest["source"]  # an edited collection is another source
+
+
+def test_spilled_runs_merge_to_one_global_sort(tmp_path):
+    """A build that spills many small runs of postings writes the arrays of one sort by (term, docno)."""
+    from collections import Counter
+
+    from retrieval import collections
+    from retrieval.analysis import Analyzer
+    from retrieval.sparse.inverted import InvertedIndexBuilder
+
+    analyzer = Analyzer()
+    docs = [analyzer(d.contents) for d in collections.load_documents("cacm")]
+    docno_of = np.random.default_rng(0).permutation(len(docs))
+    vocab = sorted({t for terms in docs for t in terms})
+    ids = {t: i for i, t in enumerate(vocab)}
+    rows = [(ids[t], docno_of[n], tf) for n, terms in enumerate(docs) for t, tf in Counter(terms).items()]
+    rows.sort()
+    expected = {"docnos": [d for _, d, _ in rows], "tfs": [f for _, _, f in rows],
+                "indptr": np.concatenate([[0], np.cumsum(np.bincount([t for t, _, _ in rows]))]).tolist()}
+    for name, builder in (("memory", InvertedIndexBuilder()),
+                          ("spilled", InvertedIndexBuilder(tmp_path / "spill", run_postings=5000))):
+        for terms in docs:
+            builder.add(terms)
+        assert (name == "memory") == (not builder.runs)
+        stats = builder.write(tmp_path / name, docno_of, chunk_postings=7000)
+        assert stats["postings"] == len(rows) and stats["unique_terms"] == len(vocab)
+        for array, values in expected.items():
+            assert np.load(tmp_path / name / f"{array}.npy").tolist() == values, (name, array)
+        lengths = np.load(tmp_path / name / "doc_lengths.npy")
+        assert lengths[docno_of].tolist() == [len(terms) for terms in docs]
+    assert not list((tmp_path / "spill").iterdir())  # runs deleted once merged

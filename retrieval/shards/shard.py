@@ -20,7 +20,7 @@ from retrieval import storage
 from retrieval.errors import InputError
 from retrieval.index import Index
 from retrieval.shards.stats import load_shard_statistics
-from retrieval.sparse.models import CollectionStats
+from retrieval.sparse.models import CollectionStats, impacts_for
 from retrieval.sparse.searcher import ImpactSearcher, WeightedQuery
 
 # (doc ids as a str array, float64 scores[, local docnos]), in rank order
@@ -48,7 +48,8 @@ class ShardSearcher:
         """The impact searcher of a sparse model (BM25Model, DirichletModel, ...), built once."""
         if model not in self._searchers:
             inverted = self.index.inverted
-            self._searchers[model] = ImpactSearcher(inverted, model.impacts(inverted, self.stats))
+            self._searchers[model] = ImpactSearcher(inverted, *impacts_for(model, inverted, self.stats),
+                                                    model.nonnegative)
         return self._searchers[model]
 
     def weighted(self, bag: dict[str, float]) -> WeightedQuery:

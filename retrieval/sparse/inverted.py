@@ -10,65 +10,134 @@ Files (all .npy, memory-mapped on load, never pickled):
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.lib.format import open_memmap
 
 from retrieval.errors import InputError
 from retrieval.storage import load_array, save_array
 
 
 class InvertedIndexBuilder:
-    """Accumulates analysed documents, then writes the postings arrays."""
+    """Accumulates analysed documents, then writes the postings arrays, in bounded memory.
 
-    def __init__(self) -> None:
+    Postings are kept in flat buffers (4 bytes per term id, frequency and
+    document) and spilled to `spill_dir` as a run every `run_postings`
+    postings; `write` merges the runs straight into the memory-mapped output
+    (scatter by term, then each term's postings sorted by docno, term range by
+    term range), so memory holds one run, the vocabulary and per-document
+    lengths, whatever the collection size. The arrays are those of one global
+    sort by (term, docno).
+    """
+
+    def __init__(self, spill_dir: Path | None = None, run_postings: int = 1 << 24) -> None:
         self.vocab: dict[str, int] = {}
-        self.term_ids: list[np.ndarray] = []
-        self.tfs: list[np.ndarray] = []
-        self.lengths: list[int] = []
+        self.lengths = array("i")
+        self.spill_dir = spill_dir
+        self.run_postings = run_postings
+        self.runs: list[Path] = []
+        self._terms, self._tfs, self._sizes = array("i"), array("i"), array("i")
+        self._first_doc = 0  # add-order number of the current run's first document
 
     def add(self, terms: list[str]) -> None:
         """Add the next document's terms (its docno is the number added before it)."""
         counts = Counter(terms)
         vocab = self.vocab
-        ids = [vocab.setdefault(t, len(vocab)) for t in counts]
-        self.term_ids.append(np.array(ids, dtype=np.int32))
-        self.tfs.append(np.fromiter(counts.values(), dtype=np.int32, count=len(counts)))
+        self._terms.extend([vocab.setdefault(t, len(vocab)) for t in counts])
+        self._tfs.extend(counts.values())
+        self._sizes.append(len(counts))
         self.lengths.append(len(terms))
+        if self.spill_dir is not None and len(self._terms) >= self.run_postings:
+            self._spill()
 
-    def write(self, out: Path, docno_of: np.ndarray | None = None) -> dict[str, Any]:
+    def _run_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The current run: (first-seen term ids, add-order doc numbers, tfs)."""
+        sizes = np.frombuffer(self._sizes, dtype=np.int32)
+        docs = np.repeat(np.arange(self._first_doc, self._first_doc + len(sizes), dtype=np.int32), sizes)
+        return (np.frombuffer(self._terms, dtype=np.int32), docs, np.frombuffer(self._tfs, dtype=np.int32))
+
+    def _spill(self) -> None:
+        path = Path(self.spill_dir) / f"run{len(self.runs):05d}.npy"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_array(path, np.stack(self._run_arrays()))
+        self.runs.append(path)
+        self._first_doc += len(self._sizes)
+        self._terms, self._tfs, self._sizes = array("i"), array("i"), array("i")
+
+    def _all_runs(self):
+        """Every run in add order: the spilled ones (loaded one at a time), then the one in memory."""
+        for path in self.runs:
+            terms, docs, tfs = np.load(path, allow_pickle=False)
+            yield terms, docs, tfs
+        yield self._run_arrays()
+
+    def write(self, out: Path, docno_of: np.ndarray | None = None,
+              chunk_postings: int = 1 << 24) -> dict[str, Any]:
         """Write the arrays into `out` and return collection statistics.
 
         `docno_of[i]` renumbers the i-th added document (default: keep order).
         """
         out.mkdir(parents=True, exist_ok=True)
+        n_docs = len(self.lengths)
         terms = sorted(self.vocab)
         remap = np.empty(len(terms), dtype=np.int32)  # first-seen id -> sorted id
         remap[[self.vocab[t] for t in terms]] = np.arange(len(terms), dtype=np.int32)
-        sizes = [len(a) for a in self.term_ids]
-        term_ids = remap[np.concatenate(self.term_ids)] if sizes else np.zeros(0, np.int32)
-        tfs = np.concatenate(self.tfs) if sizes else np.zeros(0, np.int32)
-        docno_of = np.arange(len(sizes)) if docno_of is None else np.asarray(docno_of)
-        docnos = np.repeat(docno_of.astype(np.int32), sizes)
-        order = np.lexsort((docnos, term_ids))  # by term, then docno
+        docno_of = np.arange(n_docs) if docno_of is None else np.asarray(docno_of)
+        docno_of = docno_of.astype(np.int32)
+        df = np.zeros(len(terms), dtype=np.int64)
+        for run_terms, _, _ in self._all_runs():
+            df += np.bincount(remap[run_terms], minlength=len(terms))
         indptr = np.zeros(len(terms) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(term_ids, minlength=len(terms)), out=indptr[1:])
+        np.cumsum(df, out=indptr[1:])
+        total = int(indptr[-1])
+        docnos = open_memmap(out / "docnos.npy", mode="w+", dtype=np.int32, shape=(total,))
+        tfs = open_memmap(out / "tfs.npy", mode="w+", dtype=np.int32, shape=(total,))
+        cursor = indptr[:-1].copy()
+        for run_terms, run_docs, run_tfs in self._all_runs():  # scatter each run to its terms' slots
+            ids = remap[run_terms]
+            order = np.argsort(ids, kind="stable")
+            ids = ids[order]
+            counts = np.bincount(ids, minlength=len(terms))
+            starts = np.zeros(len(terms), dtype=np.int64)
+            np.cumsum(counts[:-1], out=starts[1:])
+            positions = cursor[ids] + (np.arange(len(ids), dtype=np.int64) - starts[ids])
+            docnos[positions] = docno_of[run_docs[order]]
+            tfs[positions] = run_tfs[order]
+            cursor += counts
+            del ids, order, positions
+        bounds = [0]  # then sort each term's postings by docno, a range of terms at a time
+        while bounds[-1] < len(terms):
+            lo = bounds[-1]
+            hi = int(np.searchsorted(indptr, indptr[lo] + chunk_postings, side="right")) - 1
+            bounds.append(min(max(hi, lo + 1), len(terms)))
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            a, b = int(indptr[lo]), int(indptr[hi])
+            owner = np.repeat(np.arange(hi - lo, dtype=np.int32), df[lo:hi])
+            chunk_docs = np.array(docnos[a:b])
+            order = np.lexsort((chunk_docs, owner))
+            docnos[a:b] = chunk_docs[order]
+            tfs[a:b] = np.array(tfs[a:b])[order]
+        docnos.flush()
+        tfs.flush()
+        del docnos, tfs
+        for path in self.runs:
+            path.unlink()
         encoded = [t.encode() for t in terms]
         offsets = np.zeros(len(terms) + 1, dtype=np.int64)
         np.cumsum([len(b) for b in encoded], out=offsets[1:])
         save_array(out / "terms_utf8.npy", np.frombuffer(b"".join(encoded), dtype=np.uint8))
         save_array(out / "terms_offsets.npy", offsets)
         save_array(out / "indptr.npy", indptr)
-        save_array(out / "docnos.npy", docnos[order])
-        save_array(out / "tfs.npy", tfs[order])
-        lengths = np.empty(len(sizes), dtype=np.int32)
-        lengths[docno_of] = self.lengths
+        lengths = np.empty(n_docs, dtype=np.int32)
+        lengths[docno_of] = np.frombuffer(self.lengths, dtype=np.int32)
         save_array(out / "doc_lengths.npy", lengths)
-        return {"documents": len(lengths), "unique_terms": len(terms),
-                "total_terms": int(lengths.sum()), "postings": int(len(tfs))}
+        return {"documents": n_docs, "unique_terms": len(terms),
+                "total_terms": int(lengths.sum(dtype=np.int64)), "postings": total}
 
 
 class InvertedIndex:

@@ -13,12 +13,17 @@ single index's (see retrieval.shards.stats).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
+from numpy.lib.format import open_memmap
 
+from retrieval.errors import InputError
 from retrieval.sparse.inverted import InvertedIndex
 from retrieval.sparse.lucene_norms import quantised_lengths
+from retrieval.storage import load_array, save_array
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,8 +43,10 @@ class CollectionStats:
                    total_terms=int(np.sum(index.doc_lengths, dtype=np.int64)), df=index.df, cf=index.cf)
 
 
-def _posting_lengths(index: InvertedIndex) -> np.ndarray:
-    return quantised_lengths(index.doc_lengths)[index.docnos]
+IMPACTS_FILE = "impacts.npy"          # float64 per posting, for the model named in IMPACTS_MODEL_FILE
+MAX_IMPACTS_FILE = "max_impacts.npy"  # float64 per term: the largest of its postings' impacts
+IMPACTS_MODEL_FILE = "impacts.json"   # {"model": class name, parameters...}
+CHUNK_POSTINGS = 1 << 23              # impacts are computed this many postings at a time (bounded memory)
 
 
 def _collection_probability(stats: CollectionStats) -> np.ndarray:
@@ -47,39 +54,85 @@ def _collection_probability(stats: CollectionStats) -> np.ndarray:
     return (stats.cf + 1.0) / (float(stats.total_terms) + 1.0)
 
 
+def _term_chunks(index: InvertedIndex, chunk: int = CHUNK_POSTINGS) -> list[tuple[int, int]]:
+    """Term ranges [lo, hi) of about `chunk` postings each (a term is never split)."""
+    indptr = index.indptr
+    bounds = [0]
+    while bounds[-1] < index.num_terms:
+        lo = bounds[-1]
+        hi = int(np.searchsorted(indptr, indptr[lo] + chunk, side="right")) - 1
+        bounds.append(min(max(hi, lo + 1), index.num_terms))
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+class ImpactModel:
+    """A model whose score is a sum over query terms of weight * per-posting impact.
+
+    `impacts` evaluates `_chunk` term range by term range into one array:
+    every operation is elementwise, so the values are those of one pass over
+    all postings, with temporaries bounded by CHUNK_POSTINGS. Every model here
+    has impacts >= 0 (what dynamic pruning needs).
+    """
+
+    nonnegative = True
+
+    def _chunk(self, index: InvertedIndex, stats: CollectionStats, lengths: np.ndarray,
+               lo: int, hi: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def impacts(self, index: InvertedIndex, stats: CollectionStats | None = None,
+                out: np.ndarray | None = None) -> np.ndarray:
+        stats = stats or CollectionStats.of(index)
+        lengths = quantised_lengths(index.doc_lengths)
+        out = np.empty(len(index.docnos), dtype=np.float64) if out is None else out
+        for lo, hi in _term_chunks(index):
+            out[index.indptr[lo]:index.indptr[hi]] = self._chunk(index, stats, lengths, lo, hi)
+        return out
+
+    @property
+    def key(self) -> dict:
+        """What identifies these impacts on disk: the class name and the parameters."""
+        return {"model": type(self).__name__, **asdict(self)}
+
+
+def _span(index: InvertedIndex, lo: int, hi: int) -> slice:
+    return slice(int(index.indptr[lo]), int(index.indptr[hi]))
+
+
 @dataclass(frozen=True)
-class BM25Model:
+class BM25Model(ImpactModel):
     """Lucene's BM25Similarity: idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))."""
 
     k1: float
     b: float
 
-    def impacts(self, index: InvertedIndex, stats: CollectionStats | None = None) -> np.ndarray:
-        stats = stats or CollectionStats.of(index)
+    def _chunk(self, index, stats, lengths, lo, hi):
         doc_count = stats.doc_count  # docs that have the field
         avgdl = float(stats.total_terms) / max(doc_count, 1)
-        df = stats.df.astype(np.float64)
+        df = stats.df[lo:hi].astype(np.float64)
         idf = np.log(1.0 + (doc_count - df + 0.5) / (df + 0.5))
-        tf = np.asarray(index.tfs, dtype=np.float64)
-        norm = self.k1 * (1.0 - self.b + self.b * _posting_lengths(index) / avgdl)
-        return np.repeat(idf, index.df) * tf / (tf + norm)
+        span = _span(index, lo, hi)
+        tf = np.asarray(index.tfs[span], dtype=np.float64)
+        norm = self.k1 * (1.0 - self.b + self.b * lengths[index.docnos[span]] / avgdl)
+        return np.repeat(idf, index.df[lo:hi]) * tf / (tf + norm)
 
 
 @dataclass(frozen=True)
-class DirichletModel:
+class DirichletModel(ImpactModel):
     """Lucene's LMDirichletSimilarity: max(0, log(1 + tf / (mu p(t|C))) + log(mu / (dl + mu)))."""
 
     mu: float
 
-    def impacts(self, index: InvertedIndex, stats: CollectionStats | None = None) -> np.ndarray:
-        pc = np.repeat(_collection_probability(stats or CollectionStats.of(index)), index.df)
-        tf = np.asarray(index.tfs, dtype=np.float64)
-        score = np.log1p(tf / (self.mu * pc)) + np.log(self.mu / (_posting_lengths(index) + self.mu))
+    def _chunk(self, index, stats, lengths, lo, hi):
+        span = _span(index, lo, hi)
+        pc = np.repeat(_collection_probability(stats)[lo:hi], index.df[lo:hi])
+        tf = np.asarray(index.tfs[span], dtype=np.float64)
+        score = np.log1p(tf / (self.mu * pc)) + np.log(self.mu / (lengths[index.docnos[span]] + self.mu))
         return np.maximum(score, 0.0)
 
 
 @dataclass(frozen=True)
-class JelinekMercerModel:
+class JelinekMercerModel(ImpactModel):
     """Lucene's LMJelinekMercerSimilarity: log(1 + (1 - lam) tf / dl / (lam p(t|C))).
 
     `lam` is the weight of the collection model, as in Lucene and Anserini.
@@ -87,7 +140,56 @@ class JelinekMercerModel:
 
     lam: float
 
-    def impacts(self, index: InvertedIndex, stats: CollectionStats | None = None) -> np.ndarray:
-        pc = np.repeat(_collection_probability(stats or CollectionStats.of(index)), index.df)
-        tf = np.asarray(index.tfs, dtype=np.float64)
-        return np.log1p((1.0 - self.lam) * tf / _posting_lengths(index) / (self.lam * pc))
+    def _chunk(self, index, stats, lengths, lo, hi):
+        span = _span(index, lo, hi)
+        pc = np.repeat(_collection_probability(stats)[lo:hi], index.df[lo:hi])
+        tf = np.asarray(index.tfs[span], dtype=np.float64)
+        return np.log1p((1.0 - self.lam) * tf / lengths[index.docnos[span]] / (self.lam * pc))
+
+
+def max_impacts(index: InvertedIndex, impacts: np.ndarray) -> np.ndarray:
+    """The largest impact of each term's postings (0 for a term without postings)."""
+    out = np.zeros(index.num_terms, dtype=np.float64)
+    has = np.flatnonzero(index.df > 0)
+    if len(has):
+        out[has] = np.maximum.reduceat(impacts, index.indptr[:-1][has])
+    return out
+
+
+def write_impacts(path: Path, model: ImpactModel) -> None:
+    """Precompute a model's impacts and per-term maxima into an inverted part being built.
+
+    Written at build time for the default BM25, so that searching with it neither
+    pays a pass over all postings on the first query nor holds them in memory
+    (the files are memory-mapped); other models compute theirs on load.
+    """
+    index = InvertedIndex(path)
+    impacts = open_memmap(path / IMPACTS_FILE, mode="w+", dtype=np.float64, shape=(len(index.docnos),))
+    model.impacts(index, out=impacts)
+    impacts.flush()
+    save_array(path / MAX_IMPACTS_FILE, max_impacts(index, impacts))
+    del impacts
+    (path / IMPACTS_MODEL_FILE).write_text(json.dumps(model.key, sort_keys=True) + "\n")
+
+
+def impacts_for(model: ImpactModel, index: InvertedIndex,
+                stats: CollectionStats | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(impacts, per-term max impacts) of `model`: the stored ones when the index has them for this
+    model and its own statistics, else computed now (an index built before they were stored, another
+    model or parameters, or a shard scoring with the whole collection's statistics)."""
+    stored = index.path / IMPACTS_MODEL_FILE
+    if stats is None and stored.is_file():
+        try:
+            key = json.loads(stored.read_text())
+        except ValueError:
+            raise InputError("unreadable impacts description; rebuild the index", stored) from None
+        if key == model.key:
+            impacts = np.asarray(load_array(index.path / IMPACTS_FILE))
+            maxima = np.asarray(load_array(index.path / MAX_IMPACTS_FILE))
+            if (impacts.shape != index.docnos.shape or impacts.dtype != np.float64
+                    or maxima.shape != (index.num_terms,) or maxima.dtype != np.float64):
+                raise InputError("stored impacts do not match the postings; rebuild the index",
+                                 index.path / IMPACTS_FILE)
+            return impacts, maxima
+    impacts = model.impacts(index, stats)
+    return impacts, max_impacts(index, impacts)

@@ -23,7 +23,7 @@ from retrieval.errors import InputError
 from retrieval.index import Index, native_index
 from retrieval.params import default
 from retrieval.pipeline import Stage
-from retrieval.sparse.models import BM25Model, DirichletModel, JelinekMercerModel
+from retrieval.sparse.models import BM25Model, DirichletModel, JelinekMercerModel, impacts_for
 from retrieval.sparse.searcher import ImpactSearcher, WeightedQuery
 from retrieval.types import Columns, Queries, Ranking, Run
 
@@ -65,7 +65,7 @@ class SparseRanker(Stage):
     @cached_property
     def searcher(self) -> ImpactSearcher:
         inverted = self.index.inverted
-        return ImpactSearcher(inverted, self.model.impacts(inverted))
+        return ImpactSearcher(inverted, *impacts_for(self.model, inverted), self.model.nonnegative)
 
     def analyse(self, text: str) -> Counter[str]:
         """Query term counts after analysis (terms unknown to the index included)."""

@@ -1,10 +1,15 @@
 """Scoring weighted queries against per-posting impacts; exact top-k.
 
-One query: gather its terms' postings and `bincount` them into per-document
-sums. A batch: one sparse product (queries x terms) @ (terms x docs) per
-chunk of queries, then one vectorised partial sort of all rows (top_k_rows). Either way the top k is
-ordered by score, ties broken by docno ascending (= doc id ascending: the
-index numbers documents in doc id order), so results never depend on chance.
+Top k of a batch (`search_many`): by default document-at-a-time MaxScore in a
+compiled kernel (kernels.py), whose cost follows the postings it reads rather
+than the collection size. The exhaustive paths stay as the reference (and the
+fallback for negative weights or impacts): one query gathers its terms'
+postings and `bincount`s them into per-document sums; a batch does one sparse
+product (queries x terms) @ (terms x docs) per chunk of queries, then one
+vectorised partial sort of all rows (top_k_rows). Every path gives the same
+top k, the same float64 scores, ordered by score, ties broken by docno
+ascending (= doc id ascending: the index numbers documents in doc id order),
+so results never depend on chance or on the path.
 """
 
 from __future__ import annotations
@@ -16,18 +21,42 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm import tqdm
 
+from retrieval.sparse import kernels
 from retrieval.sparse.inverted import InvertedIndex
 
 WeightedQuery = list[tuple[int, float]]  # (term id, weight)
+METHODS = ("maxscore", "exhaustive")
 
 
 class ImpactSearcher:
-    """Sums weighted impacts over postings; used by every sparse ranker."""
+    """Sums weighted impacts over postings; used by every sparse ranker.
 
-    def __init__(self, index: InvertedIndex, impacts: np.ndarray):
+    `max_impacts` (per term, as stored at build time) bounds each term's
+    impacts for dynamic pruning; computed here when not given. `nonnegative`
+    says that no impact is below 0 (every model's are not); checked here when not given.
+    """
+
+    def __init__(self, index: InvertedIndex, impacts: np.ndarray, max_impacts: np.ndarray | None = None,
+                 nonnegative: bool | None = None):
         self.index = index
         self.impacts = impacts
-        self.always_positive = bool(len(impacts)) and float(np.min(impacts)) > 0.0
+        if max_impacts is None:
+            from retrieval.sparse.models import max_impacts as compute_max
+
+            max_impacts = compute_max(index, impacts)
+        self.max_impacts = max_impacts
+        if nonnegative is not None:
+            self.nonnegative = nonnegative
+
+    @cached_property
+    def always_positive(self) -> bool:
+        """Whether every impact is > 0 (a pass over all impacts; only the exhaustive paths ask)."""
+        return bool(len(self.impacts)) and float(np.min(self.impacts)) > 0.0
+
+    @cached_property
+    def nonnegative(self) -> bool:
+        """Whether every impact is >= 0, as MaxScore requires (a pass over all impacts, once)."""
+        return not len(self.impacts) or float(np.min(self.impacts)) >= 0.0
 
     def accumulate(self, query: WeightedQuery) -> tuple[np.ndarray, np.ndarray]:
         """(docnos matching any query term, ascending; their scores)."""
@@ -66,9 +95,18 @@ class ImpactSearcher:
         return sp.csr_matrix((self.impacts, index.docnos, index.indptr),
                              shape=(index.num_terms, index.num_docs))
 
-    def search_many(self, queries: list[WeightedQuery], k: int,
-                    threads: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Top k of every query, batched; identical to calling `search` on each."""
+    def search_many(self, queries: list[WeightedQuery], k: int, threads: int = 1,
+                    method: str = "maxscore") -> list[tuple[np.ndarray, np.ndarray]]:
+        """Top k of every query, batched; identical to calling `search` on each, whatever the method.
+
+        "maxscore": the compiled MaxScore kernel (when weights and impacts are >= 0);
+        "exhaustive": score every matching document (the reference).
+        """
+        if method not in METHODS:
+            raise ValueError(f"unknown search method {method!r}; expected one of {METHODS}")
+        if (method == "maxscore" and k > 0 and self.nonnegative
+                and all(w >= 0 for q in queries for _, w in q)):
+            return self._maxscore_many(queries, k, threads)
         if not self.always_positive or any(w <= 0 for q in queries for _, w in q):
             # Zero scores would hide which documents matched: score one query at a time.
             return [self.search(q, k) for q in tqdm(queries, desc="searching", disable=None)]
@@ -85,6 +123,38 @@ class ImpactSearcher:
 
         with ThreadPoolExecutor(max(1, threads)) as pool:
             results = [r for chunk in pool.map(run, chunks) for r in chunk]
+        bar.close()
+        return results
+
+    def _maxscore_many(self, queries: list[WeightedQuery], k: int,
+                       threads: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        index = self.index
+        arrays = [kernels.readonly(np.asarray(a)) for a in (index.indptr, index.docnos, self.impacts,
+                                                             self.max_impacts)]
+        k = min(k, max(index.num_docs, 1))
+        size = max(1, min(64, -(-len(queries) // max(1, threads))))
+        chunks = [queries[i:i + size] for i in range(0, len(queries), size)]
+        bar = tqdm(total=len(queries), desc="searching", unit=" queries", disable=None)
+
+        def run(chunk: list[WeightedQuery]) -> list[tuple[np.ndarray, np.ndarray]]:
+            lengths = np.array([len(q) for q in chunk], dtype=np.int64)
+            query_ptr = np.zeros(len(chunk) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=query_ptr[1:])
+            terms = np.array([t for q in chunk for t, _ in q], dtype=np.int64)
+            weights = np.array([w for q in chunk for _, w in q], dtype=np.float64)
+            docs = np.empty((len(chunk), k), dtype=np.int64)
+            scores = np.empty((len(chunk), k), dtype=np.float64)
+            counts = np.empty(len(chunk), dtype=np.int64)
+            kernels.maxscore_batch(*arrays, query_ptr, terms, weights, k, index.num_docs,
+                                   docs, scores, counts)
+            bar.update(len(chunk))
+            return [(docs[r, :n].copy(), scores[r, :n].copy()) for r, n in enumerate(counts.tolist())]
+
+        if threads > 1 and len(chunks) > 1:
+            with ThreadPoolExecutor(threads) as pool:
+                results = [r for chunk in pool.map(run, chunks) for r in chunk]
+        else:
+            results = [r for chunk in chunks for r in run(chunk)]
         bar.close()
         return results
 

@@ -1,0 +1,215 @@
+"""Compiled (numba) query evaluation: document-at-a-time MaxScore over per-posting impacts.
+
+Exact by construction, not by tolerance:
+
+- a document that is scored at all gets the score the exhaustive searcher
+  gives it: the sum over query terms, in query order, starting from 0.0, of
+  weight * impact (float64, no fast-math, so no reassociation or fused
+  multiply-add);
+- documents are visited in ascending docno, so a document enters the top k
+  only if its score is strictly above the k-th best so far (an equal score
+  loses the tie to the earlier docno), and the heap evicts the lowest score,
+  largest docno first: the result is ordered by score descending, docno
+  ascending, as `ImpactSearcher.top_k`;
+- a document is skipped only when an upper bound of its score is <= the
+  current k-th score. Bounds are sums of weight * max impact per term, which
+  round-to-nearest keeps >= the sum they bound up to a relative error of
+  about (number of terms) * 2**-53; every bound is inflated by BOUND_SLACK to
+  cover that, which costs a little pruning and nothing in exactness.
+
+Requires weights >= 0 and impacts >= 0 (the searcher falls back to exhaustive
+scoring otherwise). Compiled on first use and cached on disk (numba's
+`cache=True`, next to this module or in NUMBA_CACHE_DIR); `warm_up()` does it
+ahead of time, e.g. when a searcher is built.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+BOUND_SLACK = 1.0 + 1e-9  # >> 2**-53 * terms for any query under 10^6 terms
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _worse(score_a: float, doc_a: int, score_b: float, doc_b: int) -> bool:
+    """Whether hit a ranks below hit b (lower score, or equal score and larger docno)."""
+    return score_a < score_b or (score_a == score_b and doc_a > doc_b)
+
+
+@njit(nogil=True, cache=True)
+def _sift_down(scores, docs, size, i):
+    """Restore the heap (worst hit at the root) below position i."""
+    while True:
+        left = 2 * i + 1
+        if left >= size:
+            return
+        child = left
+        right = left + 1
+        if right < size and _worse(scores[right], docs[right], scores[left], docs[left]):
+            child = right
+        if _worse(scores[child], docs[child], scores[i], docs[i]):
+            scores[i], scores[child] = scores[child], scores[i]
+            docs[i], docs[child] = docs[child], docs[i]
+            i = child
+        else:
+            return
+
+
+@njit(nogil=True, cache=True)
+def _sift_up(scores, docs, i):
+    while i > 0:
+        parent = (i - 1) // 2
+        if _worse(scores[i], docs[i], scores[parent], docs[parent]):
+            scores[i], scores[parent] = scores[parent], scores[i]
+            docs[i], docs[parent] = docs[parent], docs[i]
+            i = parent
+        else:
+            return
+
+
+@njit(nogil=True, cache=True)
+def _seek(docnos, p, end, target):
+    """First position in [p, end) whose docno is >= target (end if none): galloping search."""
+    if p >= end or docnos[p] >= target:
+        return p
+    lo = p  # docnos[lo] < target throughout
+    step = 1
+    while lo + step < end and docnos[lo + step] < target:
+        lo += step
+        step *= 2
+    hi = min(lo + step, end)
+    lo += 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if docnos[mid] < target:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(nogil=True, cache=True)
+def maxscore_top_k(indptr, docnos, impacts, max_impacts, terms, weights, k, num_docs,
+                   out_docs, out_scores):
+    """Top k of one query (terms, weights: parallel arrays in query order) into out_*; returns the count."""
+    m = len(terms)
+    if m == 0 or k <= 0:
+        return 0
+    bound = np.empty(m)
+    for i in range(m):
+        bound[i] = weights[i] * max_impacts[terms[i]]
+    order = np.argsort(bound, kind="mergesort")  # position j -> query term; bounds ascending
+    cursor = np.empty(m, np.int64)
+    end = np.empty(m, np.int64)
+    weight = np.empty(m)
+    cumulative = np.empty(m)  # cumulative[j]: bound of a document found only in lists 0..j
+    total = 0.0
+    for j in range(m):
+        t = terms[order[j]]
+        cursor[j] = indptr[t]
+        end[j] = indptr[t + 1]
+        weight[j] = weights[order[j]]
+        total += bound[order[j]]
+        cumulative[j] = total * BOUND_SLACK
+    contribution = np.zeros(m)  # by query position
+    present = np.zeros(m, np.bool_)
+    heap_scores = np.empty(k)
+    heap_docs = np.empty(k, np.int64)
+    size = 0
+    threshold = -np.inf  # the k-th best score once the heap is full
+    first_essential = 0  # lists below it cannot lift a document into the top k on their own
+
+    doc = num_docs
+    for j in range(m):
+        if cursor[j] < end[j] and docnos[cursor[j]] < doc:
+            doc = docnos[cursor[j]]
+    while doc < num_docs:
+        following = num_docs
+        partial = 0.0
+        for j in range(first_essential, m):
+            p = cursor[j]
+            if p < end[j] and docnos[p] == doc:
+                c = weight[j] * impacts[p]
+                contribution[order[j]] = c
+                present[order[j]] = True
+                partial += c
+                p += 1
+                cursor[j] = p
+            if p < end[j] and docnos[p] < following:
+                following = docnos[p]
+        candidate = True
+        for j in range(first_essential - 1, -1, -1):
+            if (partial * BOUND_SLACK + cumulative[j]) <= threshold:
+                candidate = False
+                break
+            p = _seek(docnos, cursor[j], end[j], doc)
+            cursor[j] = p
+            if p < end[j] and docnos[p] == doc:
+                c = weight[j] * impacts[p]
+                contribution[order[j]] = c
+                present[order[j]] = True
+                partial += c
+        if candidate:
+            score = 0.0
+            for i in range(m):  # query order, as the exhaustive sum
+                if present[i]:
+                    score += contribution[i]
+            if size < k:
+                heap_scores[size] = score
+                heap_docs[size] = doc
+                _sift_up(heap_scores, heap_docs, size)
+                size += 1
+                if size == k:
+                    threshold = heap_scores[0]
+            elif score > threshold:
+                heap_scores[0] = score
+                heap_docs[0] = doc
+                _sift_down(heap_scores, heap_docs, size, 0)
+                threshold = heap_scores[0]
+            if size == k:
+                while first_essential < m and cumulative[first_essential] <= threshold:
+                    first_essential += 1
+                if first_essential == m:
+                    break
+        for i in range(m):
+            present[i] = False
+        doc = following
+
+    # Best first: repeatedly take the worst hit off the heap and place it at the back.
+    n = size
+    while size > 0:
+        size -= 1
+        out_scores[size] = heap_scores[0]
+        out_docs[size] = heap_docs[0]
+        heap_scores[0] = heap_scores[size]
+        heap_docs[0] = heap_docs[size]
+        _sift_down(heap_scores, heap_docs, size, 0)
+    return n
+
+
+@njit(nogil=True, cache=True)
+def maxscore_batch(indptr, docnos, impacts, max_impacts, query_ptr, terms, weights, k, num_docs,
+                   out_docs, out_scores, out_counts):
+    """maxscore_top_k of query q = [query_ptr[q], query_ptr[q + 1]) of the flat terms/weights, into row q."""
+    for q in range(len(query_ptr) - 1):
+        a, b = query_ptr[q], query_ptr[q + 1]
+        out_counts[q] = maxscore_top_k(indptr, docnos, impacts, max_impacts, terms[a:b], weights[a:b], k,
+                                       num_docs, out_docs[q], out_scores[q])
+
+
+def readonly(array: np.ndarray) -> np.ndarray:
+    """A read-only view: numba compiles one version per writability, so every caller passes read-only
+    arrays (memory-mapped index files are; impacts computed on load are not) and one compilation serves."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's on-disk cache) the kernel for the index's array types."""
+    indptr = readonly(np.array([0, 1], np.int64))
+    docnos = readonly(np.array([0], np.int32))
+    one = readonly(np.ones(1))
+    maxscore_batch(indptr, docnos, one, one, np.array([0, 1], np.int64), np.array([0], np.int64),
+                   np.ones(1), 1, 1, np.empty((1, 1), np.int64), np.empty((1, 1)), np.empty(1, np.int64))
