@@ -94,6 +94,7 @@ def test_reader_runs_in_int8_and_fp32_and_auto_picks_fp32_without_bf16(monkeypat
 
 def test_cli_precision_flag_everywhere_that_encodes():
     from retrieval.cli import parser
+    from retrieval.params import PARAMS
 
     sub = parser()._subparsers._group_actions[0].choices
     for argv in (["index", "--index", "x"], ["search", "--index", "x", "--topics", "t"],
@@ -101,5 +102,6 @@ def test_cli_precision_flag_everywhere_that_encodes():
                  ["train", "late", "--index", "x", "--output", "o"], ["train", "reader", "--output", "o"],
                  ["train", "realm", "--index", "x", "--output", "o"], ["run", "configs/cacm.yaml"]):
         args = parser().parse_args(argv)
-        assert args.precision == "auto", argv
+        # search's ranker flags default to None: the ranker's declared default (params.PARAMS) applies
+        assert (args.precision or PARAMS["precision"].default) == "auto", argv
     assert "rerank" in sub
