@@ -136,11 +136,14 @@ def test_qrels_naming_unknown_queries_are_ignored(small_index):
     assert 0.0 < scores["MAP"] <= 1.0
 
 
-def test_qrels_naming_unknown_queries_do_not_change_the_mean(small_index):
+def test_qrels_naming_unanswered_queries_count_as_zero_unless_only_answered(small_index):
+    """trec_eval -c by default: a judged query the run does not answer scores 0 in the mean."""
     run = BM25(small_index)({"q1": "cat garden", "q2": "retrieval ranking"})
     qrels = Qrels({"q1": {run["q1"][0][0]: 1}, "q2": {"d3": 1}, "unknown-query": {"d1": 1}})
     known = Qrels({k: qrels[k] for k in ("q1", "q2")})
-    assert evaluate(run, qrels, ["MAP"]) == evaluate(run, known, ["MAP"])
+    answered = evaluate(run, known, ["MAP"])["MAP"]
+    assert evaluate(run, qrels, ["MAP"], only_answered=True)["MAP"] == answered
+    assert evaluate(run, qrels, ["MAP"])["MAP"] == pytest.approx(answered * 2 / 3)
 
 
 def test_fifty_megabyte_document_indexes_and_searches(tmp_path):
