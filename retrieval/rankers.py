@@ -21,6 +21,7 @@ from retrieval.errors import InputError
 from retrieval.index_kinds import AnyIndex
 from retrieval.params import PARAMS, Param
 from retrieval.pipeline import Stage
+from retrieval.sparse.models import MODEL_PARAMS
 
 Builder = Callable[..., Stage]
 FEEDBACK = ("rm3", "fb_docs", "fb_terms", "original_weight")
@@ -74,9 +75,6 @@ class Ranker:
 
 
 # ---------------------------------------------------------------- builders, by index kind
-
-
-MODEL_PARAMS = {"bm25": ("k1", "b"), "qld": ("mu",), "qljm": ("lam",)}  # the scoring model's own
 
 
 def _model_params(model: str, v: dict[str, Any]) -> dict[str, Any]:

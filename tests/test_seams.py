@@ -84,3 +84,14 @@ def test_stages_compose_with_operators(tiny):
     assert isinstance(cascade, Pipeline) and len(cascade.stages) == 3
     run = cascade(Queries({"1": "cats"}))
     assert len(run["1"]) == 2
+
+
+def test_sharded_stages_take_the_declared_defaults(tmp_path):
+    from retrieval.shards import ShardedIndex, ShardedSparse
+    from retrieval.shards.build import build_sharded_index
+
+    build_sharded_index(DOCS, tmp_path / "sharded", 2, progress=False)
+    index = ShardedIndex.open(tmp_path / "sharded")
+    queries = Queries({"1": "cats"})
+    assert ShardedSparse(index, "bm25")(queries) == build("bm25", index)(queries)
+    assert ShardedSparse(index, "qld")(queries) == build("qld", index)(queries)

@@ -22,7 +22,7 @@ from retrieval.shards.layout import ShardedIndex
 from retrieval.shards.local import LocalBackend, ShardBackend
 from retrieval.shards.merge import Merged, merge
 from retrieval.shards.shard import FeedbackVector
-from retrieval.sparse.models import BM25Model, DirichletModel, JelinekMercerModel
+from retrieval.sparse.models import MODEL_PARAMS, BM25Model, DirichletModel, JelinekMercerModel
 from retrieval.sparse.rankers import RM3
 from retrieval.types import Columns, Queries, Ranking, Run
 
@@ -45,7 +45,8 @@ def sparse_model(model: str, **params: float) -> Any:
     models = {"bm25": BM25Model, "qld": DirichletModel, "qljm": JelinekMercerModel}
     if model not in models:
         raise InputError(f"unknown sparse model {model!r}; expected bm25, qld or qljm")
-    return models[model](**params)
+    check_params(**params)
+    return models[model](**({name: default(name) for name in MODEL_PARAMS[model]} | params))
 
 
 class ShardedStage(Stage):

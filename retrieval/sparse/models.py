@@ -99,6 +99,9 @@ def _span(index: InvertedIndex, lo: int, hi: int) -> slice:
     return slice(int(index.indptr[lo]), int(index.indptr[hi]))
 
 
+MODEL_PARAMS = {"bm25": ("k1", "b"), "qld": ("mu",), "qljm": ("lam",)}  # each model's own parameters
+
+
 @dataclass(frozen=True)
 class BM25Model(ImpactModel):
     """Lucene's BM25Similarity: idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))."""
