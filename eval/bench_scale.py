@@ -62,13 +62,11 @@ def read_queries(corpus_dir: Path) -> dict[str, str]:
 
 
 def timings(fn, repeats: int, warm_up=None) -> list[float]:
-    (warm_up or fn)()  # compilation, page cache
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
+    """Wall times of `repeats` calls of fn() after one warm-up call (compilation, page cache)."""
+    from benchlib import timed_runs  # eval/ is the script's directory, also in the child processes
+
+    (warm_up or fn)()
+    return timed_runs(fn, repeats)
 
 
 # ---- child processes: each prints one JSON line -------------------------------------------------

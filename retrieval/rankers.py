@@ -57,10 +57,6 @@ class Ranker:
         except InputError as e:
             raise InputError(f"{self.name}: {e.message}") from None
 
-    def keyed(self, name: str) -> bool:
-        """Whether the parameter changes results (threads does not)."""
-        return PARAMS[name].keyed
-
     def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Every parameter's value: the given ones (checked), the defaults for the rest."""
         declared = self.parameters()
@@ -98,7 +94,7 @@ def _sharded_sparse(model: str) -> Builder:
     def build(index: AnyIndex, **v: Any) -> Stage:
         from retrieval.shards.rankers import ShardedRM3, ShardedSparse
 
-        stage = ShardedSparse(index, model, v["hits"], _backend(index), v["threads"],
+        stage = ShardedSparse(index, model, v["hits"], index.shard_backend(), v["threads"],
                               **_model_params(model, v))
         return _feedback(ShardedRM3, stage, v)
     return build
@@ -119,15 +115,6 @@ def _feedback(rm3: type, stage: Stage, v: dict[str, Any]) -> Stage:
     return rm3(stage, fb_docs=v["fb_docs"], fb_terms=v["fb_terms"], original_weight=v["original_weight"])
 
 
-def _backend(index: AnyIndex) -> Any:
-    """The sharded index's backend (in-process unless the caller chose Ray), shared by its stages."""
-    if index.backend is None:
-        from retrieval.shards.local import LocalBackend
-
-        index.use_backend(LocalBackend(index))
-    return index.backend
-
-
 def _native_dense(index: AnyIndex, **v: Any) -> Stage:
     from retrieval.dense import DenseRetriever
 
@@ -141,7 +128,7 @@ def _sharded_dense(index: AnyIndex, **v: Any) -> Stage:
     for name in ("ef_search", "nprobe"):
         if v[name] is not None:
             raise InputError(f"{name} is not supported on a sharded index (its dense parts are flat)")
-    return ShardedDense(index, v["hits"], _backend(index), v["encoder"], v["precision"], v["threads"])
+    return ShardedDense(index, v["hits"], index.shard_backend(), v["encoder"], v["precision"], v["threads"])
 
 
 def _hybrid(index: AnyIndex, **v: Any) -> Stage:

@@ -104,6 +104,14 @@ class ShardedIndex:
         self.backend = backend
         return self
 
+    def shard_backend(self) -> Any:
+        """Where the shards are searched: the chosen backend, else one in-process backend, made once."""
+        if self.backend is None:
+            from retrieval.shards.local import LocalBackend  # local imports this module
+
+            self.backend = LocalBackend(self)
+        return self.backend
+
     @cached_property
     def shard_indexes(self) -> list[Any]:
         """Every shard opened as an Index (checksummed once); InputError if one is missing."""

@@ -19,7 +19,7 @@ from retrieval.params import check as check_params
 from retrieval.params import default
 from retrieval.pipeline import Stage
 from retrieval.shards.layout import ShardedIndex
-from retrieval.shards.local import LocalBackend, ShardBackend
+from retrieval.shards.local import ShardBackend
 from retrieval.shards.merge import Merged, merge
 from retrieval.shards.shard import FeedbackVector
 from retrieval.sparse.models import MODEL_PARAMS, BM25Model, DirichletModel, JelinekMercerModel
@@ -57,7 +57,7 @@ class ShardedStage(Stage):
     def __init__(self, index: ShardedIndex, hits: int, backend: ShardBackend | None, threads: int):
         check_params(hits=hits, threads=threads)
         self.index, self.hits, self.threads = index, hits, threads
-        self.backend = backend or index.backend or index.use_backend(LocalBackend(index)).backend
+        self.backend = backend or index.shard_backend()
 
     def to_run(self, qids: list[str], merged: list[Merged]) -> ShardedRun:
         return ShardedRun({q: Columns(m.ids, m.scores) for q, m in zip(qids, merged)},
