@@ -1,9 +1,11 @@
 """Scoring weighted queries against per-posting impacts; exact top-k.
 
-Top k of a batch (`search_many`): by default document-at-a-time MaxScore in a
-compiled kernel (kernels.py), whose cost follows the postings it reads rather
-than the collection size. The exhaustive paths stay as the reference (and the
-fallback for negative weights or impacts): one query gathers its terms'
+Top k of a batch (`search_many`): when k is small against the collection,
+document-at-a-time MaxScore in a compiled kernel (kernels.py), whose cost
+follows the postings it reads rather than the collection size. The exhaustive
+paths are the reference, the faster choice when k is large against the
+collection (e.g. k=1000 of CACM's 3,204 documents), and the fallback for
+negative weights or impacts: one query gathers its terms'
 postings and `bincount`s them into per-document sums; a batch does one sparse
 product (queries x terms) @ (terms x docs) per chunk of queries, then one
 vectorised partial sort of all rows (top_k_rows). Every path gives the same
@@ -25,7 +27,11 @@ from retrieval.sparse import kernels
 from retrieval.sparse.inverted import InvertedIndex
 
 WeightedQuery = list[tuple[int, float]]  # (term id, weight)
-METHODS = ("maxscore", "exhaustive")
+METHODS = ("auto", "maxscore", "exhaustive")
+# "auto" prunes (MaxScore) when the collection holds at least this many documents per hit asked
+# for; below it, scoring every match in one batched product is faster (measured by
+# eval/bench_scale.py --crossover: CACM, SciFact, Vaswani and 100k synthetic documents, k 10-10,000).
+PRUNE_DOCS_PER_HIT = 64
 
 
 class ImpactSearcher:
@@ -96,14 +102,17 @@ class ImpactSearcher:
                              shape=(index.num_terms, index.num_docs))
 
     def search_many(self, queries: list[WeightedQuery], k: int, threads: int = 1,
-                    method: str = "maxscore") -> list[tuple[np.ndarray, np.ndarray]]:
+                    method: str = "auto") -> list[tuple[np.ndarray, np.ndarray]]:
         """Top k of every query, batched; identical to calling `search` on each, whatever the method.
 
         "maxscore": the compiled MaxScore kernel (when weights and impacts are >= 0);
-        "exhaustive": score every matching document (the reference).
+        "exhaustive": score every matching document (the reference);
+        "auto": MaxScore when k is small against the collection (PRUNE_DOCS_PER_HIT), else exhaustive.
         """
         if method not in METHODS:
             raise ValueError(f"unknown search method {method!r}; expected one of {METHODS}")
+        if method == "auto":
+            method = "maxscore" if self.index.num_docs >= PRUNE_DOCS_PER_HIT * k else "exhaustive"
         if (method == "maxscore" and k > 0 and self.nonnegative
                 and all(w >= 0 for q in queries for _, w in q)):
             return self._maxscore_many(queries, k, threads)
