@@ -36,7 +36,7 @@ from retrieval.rankers import RANKERS, build
 from retrieval.significance import compare
 from retrieval.types import Qrels, Queries, Run, natural_key
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # bumped when a cached record changes shape (2: QA rows carry their settings)
 IPREC = [f"IPrec@{r / 10:.1f}" for r in range(11)]
 
 # ---------------------------------------------------------------- building and running

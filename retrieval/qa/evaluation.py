@@ -9,7 +9,7 @@ count come from the same readings, so k=1, 5 and 20 cost one reading pass.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,8 @@ class QARow:
     exact: float
     f1: float
     recall: float  # fraction of questions with a gold answer string in a top-k passage
+    temperature: float
+    bm25_weight: float = 0.0  # p(z|x) over cos + bm25_weight * BM25
 
 
 def read_top(run: Any, questions: Mapping[str, str], texts: Mapping[str, str], depth: int,
@@ -59,7 +61,7 @@ def evaluate_system(name: str, retrieved: Mapping[str, Retrieved], examples: Seq
         scores = evaluate(gold, predictions)
         recall = float(np.mean([any(contains_answer(texts[d], gold[q]) for d in retrieved[q].passage_ids[:k])
                                 for q in gold]))
-        rows.append(QARow(name, k, len(gold), scores["exact"], scores["f1"], recall))
+        rows.append(QARow(name, k, len(gold), scores["exact"], scores["f1"], recall, temperature))
     return rows
 
 
@@ -77,7 +79,8 @@ def run_qa(index: Any, examples: Sequence[Example], systems: Mapping[str, tuple[
         stage = first_stage(index, bm25_weight=weight, precision=precision, threads=threads,
                             depth=max(depth, 20))
         retrieved = read_top(stage(questions), questions, texts, depth, reader, cache, progress)
-        rows += evaluate_system(name, retrieved, examples, texts, passages, temperature)
+        rows += [replace(row, bm25_weight=weight)
+                 for row in evaluate_system(name, retrieved, examples, texts, passages, temperature)]
     return rows
 
 
