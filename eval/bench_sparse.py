@@ -56,15 +56,23 @@ def best(candidates: dict[str, tuple[float, float, float]]) -> tuple[str, tuple[
 def analyse_all(texts: list[str], processes: int) -> list[list[str]]:
     """Our analyzer over every text, in `processes` processes (a fresh stem cache in each)."""
     if processes == 1:
-        return [Analyzer()(t) for t in texts]
+        analyze = Analyzer()
+        return [analyze(t) for t in texts]
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(processes) as pool:
         return list(pool.map(_analyse, texts, chunksize=256))
 
 
+_worker_analyzer: Analyzer | None = None
+
+
 def _analyse(text: str) -> list[str]:
-    return Analyzer()(text)
+    """Analyse in a worker process, with one analyzer (and stem cache) per process."""
+    global _worker_analyzer
+    if _worker_analyzer is None:
+        _worker_analyzer = Analyzer()
+    return _worker_analyzer(text)
 
 
 def bench_collection(name: str, repeats: int, workdir: Path) -> list[dict]:
