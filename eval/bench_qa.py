@@ -26,8 +26,10 @@ import numpy as np
 from benchlib import machine_line, publish
 
 from retrieval.experiment import run_experiment
+from retrieval.index_kinds import open_index
+from retrieval.qa.evaluation import answer_recall
 from retrieval.qa.marginal import marginalise
-from retrieval.qa.metrics import contains_answer, evaluate
+from retrieval.qa.metrics import evaluate
 from retrieval.qa.pipeline import RetrieveThenRead, best_answers, first_stage
 from retrieval.qa.reader import DEFAULT_READER, SpanReader
 from retrieval.qa.squad import gold_answers, load_examples, passage_id
@@ -44,8 +46,8 @@ def bm25_recall(index, examples, passages: list[int]) -> dict[int, float]:
     gold = gold_answers(ex for ex in examples if not ex.impossible)
     run = BM25(index, hits=max(passages))(Queries((ex.id, ex.question) for ex in examples if ex.id in gold))
     texts = {d.id: d.text for d in index.docstore}
-    return {k: float(np.mean([any(contains_answer(texts[d], gold[q]) for d, _ in run[q][:k]) for q in gold]))
-            for k in passages}
+    ranked = {q: [d for d, _ in run[q]] for q in gold}
+    return {k: answer_recall(ranked, texts, gold, k) for k in passages}
 
 
 def closed_setting(reader: SpanReader, examples) -> dict[str, float]:
@@ -89,8 +91,6 @@ def main() -> None:
     machine = machine_line("torch", "transformers", "faiss-cpu")
     outcome = run_experiment(args.config, args.output_dir)
     cfg, qa = outcome.cfg, outcome.cfg.qa
-    from retrieval.index_kinds import open_index
-
     index = open_index(cfg.index_path)
     examples = load_examples(qa.questions)
     reader_dir = Path(qa.reader) if qa.reader else DEFAULT_READER

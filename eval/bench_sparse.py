@@ -28,7 +28,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import bm25s  # noqa: E402
 import numpy as np  # noqa: E402
-from benchlib import machine_line, publish, timed_runs  # noqa: E402
+from benchlib import machine_line, publish, rates  # noqa: E402
 
 from retrieval.analysis import Analyzer  # noqa: E402
 from retrieval.collections import load_documents, load_topics  # noqa: E402
@@ -38,13 +38,6 @@ from retrieval.sparse.rankers import BM25  # noqa: E402
 RESULTS = Path(__file__).parent / "results" / "sparse.md"
 KS = (10, 1000)
 THREADS = (1, 2)
-
-
-def rates(fn, n: int, repeats: int) -> tuple[float, float, float]:
-    """(median, min, max) of n / seconds over `repeats` timed calls after one warm-up call."""
-    fn()
-    found = [n / t for t in timed_runs(fn, repeats)]
-    return float(np.median(found)), min(found), max(found)
 
 
 def best(candidates: dict[str, tuple[float, float, float]]) -> tuple[str, tuple[float, float, float]]:

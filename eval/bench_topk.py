@@ -25,8 +25,7 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
-from benchlib import machine_line, publish, timed_runs  # noqa: E402
+from benchlib import machine_line, publish, rates  # noqa: E402
 
 from retrieval.collections import load_documents, load_topics  # noqa: E402
 from retrieval.index import Index, build_index  # noqa: E402
@@ -35,13 +34,6 @@ from retrieval.sparse.searcher import PRUNE_DOCS_PER_HIT  # noqa: E402
 
 KS = (10, 100, 1000, 10000)
 RESULTS = Path(__file__).parent / "results" / "topk.md"
-
-
-def rate(fn, queries: int, repeats: int) -> tuple[float, float, float]:
-    """(median, min, max) queries per second over `repeats` timed runs after one warm-up run."""
-    fn()
-    rates = [queries / t for t in timed_runs(fn, repeats)]
-    return float(np.median(rates)), min(rates), max(rates)
 
 
 def synthetic_queries(index_dir: Path) -> list[str]:
@@ -60,10 +52,10 @@ def rows_for(name: str, index: Index, texts: list[str], repeats: int) -> list[st
     for k in KS:
         if k > 2 * index.num_docs:
             continue
-        found = {m: rate(lambda m=m, k=k: ranker.searcher.search_many(queries, k, method=m), len(queries),
+        found = {m: rates(lambda m=m, k=k: ranker.searcher.search_many(queries, k, method=m), len(queries),
                          repeats) for m in ("maxscore", "exhaustive")}
         faster = max(found, key=lambda m: found[m][0])
-        auto = "maxscore" if index.num_docs >= PRUNE_DOCS_PER_HIT * k else "exhaustive"
+        auto = ranker.searcher.auto_method(k)
         cells = [f"{found[m][0]:,.0f} ({found[m][1]:,.0f}-{found[m][2]:,.0f})" for m in found]
         rows.append(f"| {name} | {index.num_docs:,} | {k:,} | {index.num_docs / k:,.0f} | {cells[0]}"
                     f" | {cells[1]} | {found['maxscore'][0] / found['exhaustive'][0]:.2f} | {auto}"

@@ -23,6 +23,13 @@ def timed_runs(fn: Callable[[], object], runs: int) -> list[float]:
     return times
 
 
+def rates(fn: Callable[[], object], items: int, repeats: int) -> tuple[float, float, float]:
+    """(median, min, max) of items per second over `repeats` timed calls of fn() after one warm-up call."""
+    fn()
+    found = [items / t for t in timed_runs(fn, repeats)]
+    return float(statistics.median(found)), min(found), max(found)
+
+
 def median_time(fn: Callable[[], object], repeats: int) -> float:
     """Median wall time of fn() over `repeats` runs after one warm-up run."""
     fn()

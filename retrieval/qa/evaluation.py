@@ -51,6 +51,12 @@ def read_top(run: Any, questions: Mapping[str, str], texts: Mapping[str, str], d
     return out
 
 
+def answer_recall(ranked: Mapping[str, Sequence[str]], texts: Mapping[str, str],
+                  gold: Mapping[str, Sequence[str]], k: int) -> float:
+    """Fraction of questions with a gold answer string in one of their top k passages."""
+    return float(np.mean([any(contains_answer(texts[d], gold[q]) for d in ranked[q][:k]) for q in gold]))
+
+
 def evaluate_system(name: str, retrieved: Mapping[str, Retrieved], examples: Sequence[Example],
                     texts: Mapping[str, str], passages: Sequence[int], temperature: float) -> list[QARow]:
     """EM/F1 (answers conditioned on being in the passage) and answer recall at each passage count."""
@@ -59,8 +65,7 @@ def evaluate_system(name: str, retrieved: Mapping[str, Retrieved], examples: Seq
     for k in passages:
         predictions = best_answers({q: retrieved[q].answers(k, temperature, True) for q in gold})
         scores = evaluate(gold, predictions)
-        recall = float(np.mean([any(contains_answer(texts[d], gold[q]) for d in retrieved[q].passage_ids[:k])
-                                for q in gold]))
+        recall = answer_recall({q: retrieved[q].passage_ids for q in gold}, texts, gold, k)
         rows.append(QARow(name, k, len(gold), scores["exact"], scores["f1"], recall, temperature))
     return rows
 

@@ -112,7 +112,7 @@ class ImpactSearcher:
         if method not in METHODS:
             raise ValueError(f"unknown search method {method!r}; expected one of {METHODS}")
         if method == "auto":
-            method = "maxscore" if self.index.num_docs >= PRUNE_DOCS_PER_HIT * k else "exhaustive"
+            method = self.auto_method(k)
         if (method == "maxscore" and k > 0 and self.nonnegative
                 and all(w >= 0 for q in queries for _, w in q)):
             return self._maxscore_many(queries, k, threads)
@@ -134,6 +134,10 @@ class ImpactSearcher:
             results = [r for chunk in pool.map(run, chunks) for r in chunk]
         bar.close()
         return results
+
+    def auto_method(self, k: int) -> str:
+        """What "auto" searches with for k hits: MaxScore when k is small against the collection."""
+        return "maxscore" if self.index.num_docs >= PRUNE_DOCS_PER_HIT * k else "exhaustive"
 
     def _maxscore_many(self, queries: list[WeightedQuery], k: int,
                        threads: int) -> list[tuple[np.ndarray, np.ndarray]]:
