@@ -38,17 +38,25 @@ class QARow:
 
 def read_top(run: Any, questions: Mapping[str, str], texts: Mapping[str, str], depth: int,
              reader: SpanReader, cache: dict[tuple[str, str], Reading],
-             progress: bool = True) -> dict[str, Retrieved]:
-    """Each question's top `depth` passages with the reader's view of each (cached by pair)."""
-    out = {}
-    for qid, question in tqdm(questions.items(), desc="reading", unit=" questions",
-                              disable=None if progress else True):
-        hits = run.get(qid, [])[:depth]
-        todo = [d for d, _ in hits if (qid, d) not in cache]
-        for d, reading in zip(todo, reader.read([question] * len(todo), [texts[d] for d in todo])):
-            cache[qid, d] = reading
-        out[qid] = Retrieved([d for d, _ in hits], [s for _, s in hits], [cache[qid, d] for d, _ in hits])
-    return out
+             progress: bool = True, chunk: int = 16) -> dict[str, Retrieved]:
+    """Each question's top `depth` passages with the reader's view of each (cached by pair).
+
+    Pairs of `chunk` questions are read together, so the reader's batches are
+    full and run side by side on every thread.
+    """
+    top = {qid: run.get(qid, [])[:depth] for qid in questions}
+    todo = list(dict.fromkeys((qid, d) for qid, hits in top.items() for d, _ in hits
+                              if (qid, d) not in cache))
+    size = chunk * depth
+    with tqdm(total=len(todo), desc="reading", unit=" passages",
+              disable=None if progress else True) as bar:
+        for b in range(0, len(todo), size):
+            pairs = todo[b:b + size]
+            readings = reader.read([questions[q] for q, _ in pairs], [texts[d] for _, d in pairs])
+            cache.update(zip(pairs, readings))
+            bar.update(len(pairs))
+    return {qid: Retrieved([d for d, _ in hits], [s for _, s in hits], [cache[qid, d] for d, _ in hits])
+            for qid, hits in top.items()}
 
 
 def answer_recall(ranked: Mapping[str, Sequence[str]], texts: Mapping[str, str],
