@@ -84,11 +84,12 @@ def test_reader_runs_in_int8_and_fp32_and_auto_picks_fp32_without_bf16(monkeypat
 
     monkeypatch.setenv(precision.NO_BF16_ENV, "1")
     assert SpanReader().precision == "fp32"  # int8 costs EM/F1 for little speed
-    questions = ["Where did the cat sit?", "What do dogs chase?"]
-    contexts = ["The cat sat on the mat in the kitchen.", "Dogs chase cats in the garden."]
+    questions = ["Where did the cat sit?", "What do dogs chase?", "Who wrote Hamlet?"]
+    contexts = ["The cat sat on the mat while the dog slept.", "Dogs chase cats in the garden.",
+                "Hamlet is a tragedy written by William Shakespeare around 1600."]
     readings = {p: SpanReader(precision=p, threads=2, batch_size=1).read(questions, contexts)
                 for p in ("int8", "fp32")}  # batches of one window, side by side
-    for p, expected in enumerate(("mat", "cats")):
+    for p, expected in enumerate(("mat", "cats", "William Shakespeare")):
         assert all(readings[k][p].spans[0].text == expected for k in readings)
 
 
