@@ -293,11 +293,10 @@ def main() -> None:
     results = [json.loads((args.scratch / f"result-{n}.json").read_text()) if n in args.reuse
                else run_size(n, args.scratch, args.repeats, args.rebuild) for n in args.sizes]
     slopes = plot(results)
-    command = f"python eval/bench_scale.py --sizes {' '.join(map(str, args.sizes))} --repeats {args.repeats}"
     reused = (f" Sizes {', '.join(f'{n:,}' for n in args.reuse)} were measured by an earlier invocation"
-              " (same command, recorded in --scratch) and tabulated with --reuse." if args.reuse else "")
-    out = (f"# BM25 at scale: this project vs bm25s on synthetic corpora\n\nRegenerate with `{command}`"
-           f" (scratch data in {args.scratch}, not committed).{reused}\n\nMachine: "
+              " (recorded in --scratch) and tabulated with --reuse." if args.reuse else "")
+    out = (f"# BM25 at scale: this project vs bm25s on synthetic corpora\n\nScratch data (corpora, "
+           f"indexes) in {args.scratch}, not committed.{reused}\n\nMachine: "
            f"{machine_line('numpy', 'numba', 'bm25s')}\n\nQueries/s: median (min-max) of {args.repeats} "
            "timed runs of all 1,000 queries after a warm-up, end to end (query text in, doc ids and "
            "scores out). Builds: one run each. bm25s's best setting is named per row (backend, "

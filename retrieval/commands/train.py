@@ -82,7 +82,7 @@ def train_late(args: argparse.Namespace) -> None:
         run = run.without_query_ids()
     docs = {d.id: (d.title, d.text) for d in index.docstore}
     info = train(docs, queries, qrels, run, args.output, cfg, cache_dir=args.cache_dir,
-                 threads=args.threads, precision=args.precision)
+                 threads=args.threads, precision=args.precision, in_domain=named.name if named else None)
     print(json.dumps({k: v for k, v in info.items() if k != "history"}, indent=2))
 
 

@@ -9,14 +9,17 @@ cross-entropy of the positive's MaxSim score against every document in the
 batch (in-batch + hard negatives). Optionally, (title, rest of the abstract)
 pairs from the corpus are mixed in, and Inverse Cloze Task pairs (a span of a
 document -> the rest of it, `pairs.py`) from other collections' corpora
-(`pairs_from`; corpus text only, never their queries or qrels), whose
-held-out slice is scored (ICT MRR) each epoch for information. A held-out
+(`pairs_from`; corpus text only, never their queries or qrels). A held-out
 slice of the training queries picks the epoch and the interpolation weight
-with the first stage; test qrels are never read. The projection starts from the principal directions of
-document token states, so the first epoch starts near zero-shot quality (at
-dim = hidden size it *is* zero-shot: an orthonormal basis keeps every cosine),
-and `anchor` > 0 adds anchor * ||W - W0||^2 to the loss, which keeps the
-projection near that starting point (L2-SP regularisation).
+with the first stage, among the epochs whose held-out ICT MRR is at least the
+starting point's on every `pairs_from` corpus other than the training
+queries' own (out of domain: do no harm, as far as unlabelled validation pairs
+can tell); test qrels are never read.
+The projection starts from the principal directions of document token states,
+so the first epoch starts near zero-shot quality (at dim = hidden size it *is*
+zero-shot: an orthonormal basis keeps every cosine), and `anchor` > 0 adds
+anchor * ||W - W0||^2 to the loss, which keeps the projection near that
+starting point (L2-SP regularisation).
 """
 
 from __future__ import annotations
@@ -112,13 +115,15 @@ def _log(msg: str) -> None:
 def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, first_stage: Run,
           output: str | Path, config: TrainConfig | None = None, *, cache_dir: str | Path | None = None,
           encoder_model: str | Path | None = None, threads: int | None = None,
-          precision: str | None = None) -> dict:
+          precision: str | None = None, in_domain: str | None = None) -> dict:
     """Train a projection on (queries, qrels) with hard negatives from `first_stage`.
 
     `docs` maps doc id -> (title, text). Writes the checkpoint to `output` and
     returns the training report (figures on the held-out training queries).
     `precision` (default `auto`) is how the frozen encoder runs here; the
-    checkpoint does not record it and runs in any precision.
+    checkpoint does not record it and runs in any precision. `in_domain` names
+    the collection the training queries come from: its ICT corpus trains but
+    does not guard the epoch choice (the held-out queries speak for it).
     """
     cfg = config or TrainConfig()
     start = time.time()
@@ -178,8 +183,10 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
         history.append({"epoch": epoch, "heldout_ndcg10": round(ndcg, 4), "ict_mrr": mrr,
                         "seconds": round(time.time() - start, 1)})
         ict_note = f", held-out ICT MRR {mrr}" if mrr else ""
-        _log(f"epoch {epoch}: held-out nDCG@10 {ndcg:.4f}{ict_note} ({time.time() - start:.0f}s)")
-        if ndcg > best[0]:
+        eligible = ict_guard(history, [name for name in ict if name != in_domain])
+        guard = "" if eligible else " (ICT MRR below epoch 0: not eligible)"
+        _log(f"epoch {epoch}: held-out nDCG@10 {ndcg:.4f}{ict_note}{guard} ({time.time() - start:.0f}s)")
+        if eligible and ndcg > best[0]:
             best = (ndcg, proj, epoch)
     ndcg, proj, epoch = best
     late = rerank_cached(proj, qstates, qindex, dstates, dindex, held_run, cfg.depth)
@@ -188,11 +195,18 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     info = {"config": asdict(cfg), "best_epoch": epoch, "heldout_ndcg10": round(ndcg, 4),
             "heldout_first_stage_ndcg10": round(first, 4), "interpolate": weight,
             "heldout_fused_ndcg10": round(fused, 4), "train_seconds": round(time.time() - start, 1),
-            "training_pairs": len(pairs), "heldout_queries": len(held), "history": history}
+            "training_pairs": len(pairs), "heldout_queries": len(held),
+            "ict_guard": [name for name in ict if name != in_domain], "history": history}
     save_checkpoint(output, proj, encoder.settings(), info)
     _log(f"best epoch {epoch}: held-out nDCG@10 {ndcg:.4f} (first stage {first:.4f}); "
          f"interpolation weight {weight} -> {fused:.4f}; wrote {output}")
     return info
+
+
+def ict_guard(history: list[dict], corpora: list[str]) -> bool:
+    """Whether the last epoch keeps held-out ICT MRR at or above epoch 0's on each of `corpora`."""
+    start, last = history[0]["ict_mrr"], history[-1]["ict_mrr"]
+    return all(last[name] >= start[name] for name in corpora)
 
 
 def _step(w: torch.nn.Parameter, batch: list, dstates: Packed, negatives: dict[str, list[int]],
