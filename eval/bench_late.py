@@ -1,6 +1,6 @@
 """Benchmark: late-interaction reranking of BM25 top-100 (quality, latency, store size).
 
-    python eval/bench_late.py [--model models/late/late.safetensors] [--threads 2]
+    python eval/bench_late.py [--model models/late/late.safetensors] [--candidates CKPT ...] [--threads 2]
                               [--workdir /tmp/bench_late] [--cache-dir DIR] [--latency-queries 30]
 
 In one run, on 2 cores: SciFact test nDCG@10 of BM25, zero-shot MaxSim, the
@@ -136,35 +136,76 @@ def scifact_variants(model_path: Path, cache_dir: Path | None, bm25) -> list[tup
     return rows
 
 
-def zero_shot_candidates(name: str, run, cache_dir: Path | None) -> dict:
-    """nDCG@10 and MAP of zero-shot MaxSim over `run`'s candidates (cached states of those documents)."""
+def cached_late(name: str, run, cache_dir: Path | None, proj: np.ndarray | None = None,
+                whole_corpus: bool = False) -> dict:
+    """nDCG@10 and MAP of MaxSim (zero-shot, or through `proj`) over `run`'s candidates, from cached
+    encoder states of those documents (or of the whole corpus, which SciFact's training cached)."""
     from retrieval.late.encoder import TokenEncoder
 
     texts = {d.id: d.contents for d in load_documents(name)}
-    ids = sorted({d for hits in run.values() for d, _ in hits[:DEPTH]})
+    ids = list(texts) if whole_corpus else sorted({d for hits in run.values() for d, _ in hits[:DEPTH]})
     queries = load_topics(name)
     enc = TokenEncoder(None, progress=False)
     ds = cached_states(enc, [texts[d] for d in ids], False, cache_dir)
     qs = cached_states(enc, list(queries.values()), True, cache_dir)
-    late = rerank_cached(None, qs, {q: i for i, q in enumerate(queries)}, ds,
+    late = rerank_cached(proj, qs, {q: i for i, q in enumerate(queries)}, ds,
                          {d: i for i, d in enumerate(ids)}, run, DEPTH)
     return evaluate(late, load_qrels(name), ["nDCG@10", "MAP"])
+
+
+def candidates_table(paths: list[Path], runs: dict, cache_dir: Path | None) -> str:
+    """Checkpoints side by side: validation figures (which choose) and test figures (reported only).
+
+    Validation: held-out SciFact training queries (each checkpoint's record; same split for all)
+    and held-out ICT MRR on the out-of-domain corpora (the same pairs for every checkpoint).
+    The choice: best held-out nDCG@10 among checkpoints at or above zero-shot ICT MRR on each.
+    """
+    from retrieval.late.config import TrainConfig
+    from retrieval.late.encoder import TokenEncoder
+    from retrieval.late.train import ict_mrr, ict_states
+
+    enc = TokenEncoder(None, progress=False)
+    ict = {n: ict_states(enc, n, TrainConfig(), cache_dir) for n in OUT_OF_DOMAIN}
+    rows, eligible = [], []
+    zero = {n: ict_mrr(np.eye(enc.dim, dtype=np.float32), *ict[n]) for n in OUT_OF_DOMAIN}
+    for path in paths:
+        proj, _ = load_checkpoint(path)
+        held = json.loads(_meta(path)["info"])["heldout_ndcg10"]
+        mrr = {n: ict_mrr(proj, *ict[n]) for n in OUT_OF_DOMAIN}
+        test = {n: cached_late(n, runs[n], cache_dir, proj, n == "scifact")["nDCG@10"] for n in runs}
+        if all(mrr[n] >= zero[n] for n in OUT_OF_DOMAIN):
+            eligible.append((held, shown(path)))
+        rows.append(f"| `{shown(path)}` | {held} | " + " | ".join(f"{mrr[n]:.4f}" for n in OUT_OF_DOMAIN)
+                    + " | " + " | ".join(f"{test[n]:.4f}" for n in runs) + " |")
+    head = ("| checkpoint | held-out SciFact train nDCG@10 | "
+            + " | ".join(f"{n} ICT MRR" for n in OUT_OF_DOMAIN) + " | "
+            + " | ".join(f"{n} test nDCG@10" for n in runs) + " |")
+    zero_row = ("| zero-shot | | " + " | ".join(f"{zero[n]:.4f}" for n in OUT_OF_DOMAIN) + " | "
+                + " | ".join(f"{cached_late(n, runs[n], cache_dir, None, n == 'scifact')['nDCG@10']:.4f}"
+                             for n in runs) + " |")
+    chosen = max(eligible)[1] if eligible else "zero-shot"
+    return ("\n".join([head, "|---|" + "---:|" * (1 + len(OUT_OF_DOMAIN) + len(runs)), zero_row, *rows])
+            + f"\n\nChosen on validation (best held-out nDCG@10 among checkpoints at or above "
+            f"zero-shot ICT MRR on {', '.join(OUT_OF_DOMAIN)}): `{chosen}`. Test columns are reported, "
+            "never used to choose.\n")
 
 
 def training_record(info: dict) -> str:
     """What the checkpoint was trained on and how its epoch was chosen, from its own record."""
     cfg = info["config"]
-    ict = ", ".join(cfg.get("pairs_from", [])) or "none"
+    ict, guard = cfg.get("pairs_from") or [], info.get("ict_guard") or []
+    signal = (f" and Inverse Cloze Task pairs from the corpora of {', '.join(ict)} "
+              f"({cfg['pairs_per_collection']} per corpus, {cfg['holdout']} held out)" if ict else "")
+    rule = (f" among those whose held-out ICT MRR is at least epoch 0's (zero-shot) on {', '.join(guard)}"
+            if guard else "")
     rows = ["| epoch | held-out SciFact train nDCG@10 | held-out ICT MRR |", "|---:|---:|---|"]
     rows += [f"| {h['epoch']} | {h['heldout_ndcg10']} | "
              f"{', '.join(f'{k} {v}' for k, v in h.get('ict_mrr', {}).items()) or '-'} |"
              for h in info.get("history", [])]
-    return (f"Training signal: SciFact train qrels ({info['heldout_queries']} training queries held out) "
-            f"and Inverse Cloze Task pairs from the corpora of: {ict} ({cfg.get('pairs_per_collection')} "
-            f"per corpus, {cfg.get('holdout')} held out); {info['training_pairs']} training pairs, "
-            f"anchor {cfg.get('anchor')}. The epoch is the best on the held-out training queries among "
-            "those whose held-out ICT MRR is at least epoch 0's (zero-shot) on every corpus; no test "
-            "topic or qrel is read.\n\n" + "\n".join(rows) + "\n")
+    return (f"Training signal: SciFact train qrels ({info['heldout_queries']} training queries held out)"
+            f"{signal}; {info['training_pairs']} training pairs, anchor {cfg.get('anchor')}, "
+            f"{cfg['epochs']} epochs. The epoch is the best on the held-out training queries{rule}; no "
+            "test topic or qrel is read.\n\n" + "\n".join(rows) + "\n")
 
 
 def shown(path: Path) -> str:
@@ -189,6 +230,8 @@ def main() -> None:
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--latency-queries", type=int, default=30)
     ap.add_argument("--fly-queries", type=int, default=10)
+    ap.add_argument("--candidates", type=Path, nargs="*", default=[],
+                    help="other checkpoints to compare with --model on validation (and test, reported)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -221,6 +264,7 @@ def main() -> None:
     fly = LateReranker(sci, model, use_store=False)
     lat["on the fly"] = latencies(fly, queries, bm25, args.fly_queries)
 
+    runs = {"scifact": bm25}
     for name in OUT_OF_DOMAIN:
         idx = index_for(name, args.workdir)
         q, qr = load_topics(name), load_qrels(name)
@@ -232,10 +276,14 @@ def main() -> None:
         for label, stage in stages:
             r = evaluate(run if stage is None else stage(q, run), qr, ["nDCG@10", "MAP"])
             lines.append(f"| {name} | {label} | {r['nDCG@10']:.4f} | {r['MAP']:.4f} | |")
-        r = zero_shot_candidates(name, run, args.cache_dir)
+        r = cached_late(name, run, args.cache_dir)
+        runs[name] = run
         lines.append(f"| {name} | zero-shot MaxSim | {r['nDCG@10']:.4f} | {r['MAP']:.4f} | cached states |")
 
     table = "\n".join(lines)
+    if args.candidates:
+        table += ("\n\nCheckpoints compared (trained alone, BM25 top-100; cached states):\n\n"
+                  + candidates_table([args.model, *args.candidates], runs, args.cache_dir))
     size_rows = ["| compression | bytes/token | total (MB) | tokens | store build (s) |",
                  "|---|---:|---:|---:|---:|"]
     for compression, entry, built in sizes:
