@@ -198,6 +198,8 @@ def run_size(n: int, scratch: Path, repeats: int, rebuild: bool) -> dict:
         record = target.with_name(target.name + ".build.json")  # reused while the index is there
         if not (record.is_file() and target.is_dir()) or rebuild:
             record.write_text(json.dumps(in_child(kind, str(corpus), str(target))))
+        else:
+            result.setdefault("builds_reused", []).append(name)
         result[name] = json.loads(record.read_text())
     result["search_ours"] = in_child("search-ours", str(corpus), str(index), str(repeats))
     result["search_bm25s"] = in_child("search-bm25s", str(corpus), str(model_dir), str(repeats))
@@ -295,6 +297,9 @@ def main() -> None:
     slopes = plot(results)
     reused = (f" Sizes {', '.join(f'{n:,}' for n in args.reuse)} were measured by an earlier invocation"
               " (recorded in --scratch) and tabulated with --reuse." if args.reuse else "")
+    kept = [f"{r['docs']:,}" for r in results if r.get("builds_reused")]
+    reused += (f" Build rows for {', '.join(kept)} documents are those recorded when --scratch's indexes"
+               " were built by an earlier run (--rebuild remeasures them)." if kept else "")
     out = (f"# BM25 at scale: this project vs bm25s on synthetic corpora\n\nScratch data (corpora, "
            f"indexes) in {args.scratch}, not committed.{reused}\n\nMachine: "
            f"{machine_line('numpy', 'numba', 'bm25s')}\n\nQueries/s: median (min-max) of {args.repeats} "
