@@ -162,7 +162,7 @@ def candidates_table(paths: list[Path], runs: dict, cache_dir: Path | None) -> s
     """
     from retrieval.late.config import TrainConfig
     from retrieval.late.encoder import TokenEncoder
-    from retrieval.late.train import ict_mrr, ict_states
+    from retrieval.late.train import ict_guard, ict_mrr, ict_states
 
     enc = TokenEncoder(None, progress=False)
     ict = {n: ict_states(enc, n, TrainConfig(), cache_dir) for n in OUT_OF_DOMAIN}
@@ -173,7 +173,7 @@ def candidates_table(paths: list[Path], runs: dict, cache_dir: Path | None) -> s
         held = json.loads(_meta(path)["info"])["heldout_ndcg10"]
         mrr = {n: ict_mrr(proj, *ict[n]) for n in OUT_OF_DOMAIN}
         test = {n: cached_late(n, runs[n], cache_dir, proj, n == "scifact")["nDCG@10"] for n in runs}
-        if all(mrr[n] >= zero[n] for n in OUT_OF_DOMAIN):
+        if ict_guard([{"ict_mrr": zero}, {"ict_mrr": mrr}], list(OUT_OF_DOMAIN)):
             eligible.append((held, shown(path)))
         rows.append(f"| `{shown(path)}` | {held} | " + " | ".join(f"{mrr[n]:.4f}" for n in OUT_OF_DOMAIN)
                     + " | " + " | ".join(f"{test[n]:.4f}" for n in runs) + " |")

@@ -252,7 +252,6 @@ def test_training_with_ict_pairs_from_a_corpus(tmp_path):
     assert set(info["history"][-1]["ict_mrr"]) == {str(corpus)}
 
 
-
 def test_ict_guard_rejects_an_epoch_that_loses_held_out_ict_mrr_on_any_corpus():
     from retrieval.late.train import ict_guard
 
@@ -263,6 +262,7 @@ def test_ict_guard_rejects_an_epoch_that_loses_held_out_ict_mrr_on_any_corpus():
     assert not ict_guard([start, {"epoch": 1, "ict_mrr": {"cacm": 0.90, "vaswani": 0.69, "scifact": 1}}],
                          both)
     assert ict_guard([start, {"epoch": 1, "ict_mrr": {"cacm": 0, "vaswani": 0, "scifact": 0}}], [])
+
 
 # Measured on the committed checkpoint (cached bf16 states): BM25 0.741 -> late 0.839 nDCG@10 on the
 # first 20 SciFact test queries, top 20 reranked on the fly; the margin leaves room for fp32 CPUs.

@@ -165,6 +165,7 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     held_q = Queries((q, queries[q]) for q in qids if q in held)
     held_qrels = Qrels((q, qrels[q]) for q in held_q)
     held_run = Run({q: first_stage[q][:cfg.depth] for q in held_q if q in first_stage})
+    guarded = [name for name in ict if name != in_domain]  # out-of-domain corpora: do no harm there
     history, best = [], (-1.0, None, 0)
     for epoch in range(cfg.epochs + 1):
         if epoch:
@@ -183,7 +184,7 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
         history.append({"epoch": epoch, "heldout_ndcg10": round(ndcg, 4), "ict_mrr": mrr,
                         "seconds": round(time.time() - start, 1)})
         ict_note = f", held-out ICT MRR {mrr}" if mrr else ""
-        eligible = ict_guard(history, [name for name in ict if name != in_domain])
+        eligible = ict_guard(history, guarded)
         guard = "" if eligible else " (ICT MRR below epoch 0: not eligible)"
         _log(f"epoch {epoch}: held-out nDCG@10 {ndcg:.4f}{ict_note}{guard} ({time.time() - start:.0f}s)")
         if eligible and ndcg > best[0]:
@@ -196,7 +197,7 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
             "heldout_first_stage_ndcg10": round(first, 4), "interpolate": weight,
             "heldout_fused_ndcg10": round(fused, 4), "train_seconds": round(time.time() - start, 1),
             "training_pairs": len(pairs), "heldout_queries": len(held),
-            "ict_guard": [name for name in ict if name != in_domain], "history": history}
+            "ict_guard": guarded, "history": history}
     save_checkpoint(output, proj, encoder.settings(), info)
     _log(f"best epoch {epoch}: held-out nDCG@10 {ndcg:.4f} (first stage {first:.4f}); "
          f"interpolation weight {weight} -> {fused:.4f}; wrote {output}")
