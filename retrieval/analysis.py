@@ -42,6 +42,12 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text)
 
 
+def token_spans(text: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, token) of each word token, as `tokenize` splits (for highlighting)."""
+    for match in _TOKEN.finditer(text):
+        yield match.start(), match.end(), match.group()
+
+
 class Analyzer:
     """Turns text into index terms; one instance caches the analysis of each distinct token."""
 

@@ -1,6 +1,7 @@
-"""The `retrieval` command. Each subcommand (index, search, eval, info, run, rerank, train,
-ask, qa-eval) lives in retrieval/commands/ with its own parser and handler; this module only
-registers them and turns bad input into one line on stderr with exit status 2 (errors.py).
+"""The `retrieval` command. Each subcommand (index, add, delete, optimize, search, eval, info,
+run, rerank, train, ask, qa-eval) lives in retrieval/commands/ with its own parser and handler;
+this module only registers them and turns bad input into one line on stderr with exit status 2
+(errors.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ EXAMPLES = """examples:
   retrieval run    configs/cacm.yaml
   retrieval index  --collection cacm --index indexes/cacm-4 --shards 4
   retrieval search --index indexes/cacm-4 --topics cacm --model bm25 --ray local --output runs/cacm.bm25.txt
+  retrieval add    --index indexes/cacm new-docs.jsonl
+  retrieval delete --index indexes/cacm --ids gone.txt
 """
 
 

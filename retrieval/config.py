@@ -253,6 +253,23 @@ def _stage(raw: Any, parent: Located, key: Any, threads: int) -> StageSpec:
     return StageSpec(model, raw_map, cutoff, where)
 
 
+def stage_specs(raw: Any, source: str = "<request>", threads: int = 1) -> list[StageSpec]:
+    """A pipeline given as plain data (a ranker name, or a list of names and mappings with
+    'model', 'cutoff' and parameters, as in a config's `pipelines`), checked as a config is."""
+    items = raw if isinstance(raw, list) else [raw]
+    if not items:
+        raise InputError("a pipeline needs at least one stage", source)
+    parent = _located({}, source)
+    return [_stage(_located(item, source) if isinstance(item, dict) else item, parent, None, threads)
+            for item in items]
+
+
+def _located(mapping: dict, source: str) -> Located:
+    located = Located(mapping)
+    located.path, located.line, located.lines = source, 0, {}
+    return located
+
+
 def _pipelines(m: Located, threads: int) -> dict[str, list[StageSpec]]:
     raw = m.get("pipelines")
     if not isinstance(raw, Located) or not raw:

@@ -245,9 +245,23 @@ def test_bad_shard_counts_are_one_line_errors(tiny_docs, tmp_path, capsys, args,
 def test_sharded_index_refused_where_a_single_index_is_needed(cacm_sharded, tmp_path, capsys):
     with pytest.raises(InputError, match="sharded index"):
         Index.open(cacm_sharded.path)
+
+
+def test_rescoring_a_run_on_shards_equals_the_single_index(cacm_index, cacm_sharded, tmp_path, capsys):
+    """`--candidates`: each candidate scored on its shard, ranked as the single index ranks them."""
+    first = tmp_path / "bm25"
+    assert main(["search", "--index", str(cacm_index.path), "--topics", "cacm", "--hits", "50",
+                 "--output", str(first)]) == 0
+    outs = []
+    for index in (cacm_index.path, cacm_sharded.path):
+        outs.append(tmp_path / f"qld-{len(outs)}")
+        assert main(["search", "--index", str(index), "--topics", "cacm", "--model", "qld",
+                     "--candidates", str(first), "--output", str(outs[-1])]) == 0
+    assert outs[0].read_bytes() == outs[1].read_bytes() and outs[0].stat().st_size > 10_000
+    (tmp_path / "bad").write_text("1 Q0 nope 1 1.0 t\n")
     assert main(["search", "--index", str(cacm_sharded.path), "--topics", "cacm", "--candidates",
-                 str(tmp_path / "r")]) == 2
-    assert "not supported on a sharded index" in capsys.readouterr().err
+                 str(tmp_path / "bad"), "--output", str(tmp_path / "x")]) == 2
+    assert "'nope', which is not in the index" in capsys.readouterr().err
 
 
 def test_ray_needs_a_sharded_index(cacm_index, capsys):

@@ -4,6 +4,6 @@ Handlers turn parsed flags into plain library calls; no library code sees an
 argparse Namespace. cli.py registers COMMANDS in this order (the help order).
 """
 
-from retrieval.commands import ask, evaluate, experiment, index, info, rerank, search, train
+from retrieval.commands import ask, evaluate, experiment, index, info, rerank, search, serve, train, update
 
-COMMANDS = (index, search, evaluate, info, experiment, rerank, train, ask)
+COMMANDS = (index, update, search, evaluate, info, experiment, rerank, train, ask, serve)

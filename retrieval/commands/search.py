@@ -105,8 +105,11 @@ def run(args: argparse.Namespace) -> None:
                          " index)", args.index)
     if args.ray and index.kind != "sharded":
         raise InputError("--ray searches a sharded index (build one with --shards N)", args.index)
-    if args.candidates and index.kind != "native" and not entry.needs_run:
-        raise InputError(f"--candidates (rescoring) is not supported on a {index.kind} index", args.index)
+    rescores_on_shards = index.kind == "sharded" and args.model in SHARD_RESCORING and not params.get("rm3")
+    if args.candidates and index.kind != "native" and not entry.needs_run and not rescores_on_shards:
+        hint = " (bm25, qld and qljm rescore there)" if index.kind == "sharded" else ""
+        raise InputError(f"--candidates (rescoring) with {args.model} is not supported on a {index.kind}"
+                         f" index{hint}", args.index)
     candidates = _candidates(args.candidates, queries) if args.candidates else None
     if index.kind == "sharded":
         index.use_backend(_shard_backend(index, args.ray, args.allow_partial, args.shard_retries))
@@ -127,6 +130,9 @@ def run(args: argparse.Namespace) -> None:
         run = run.without_query_ids()
     tag = args.tag or (args.model + ("-rm3" if params.get("rm3") else ""))
     write_run_output(run, args.output, tag)
+
+
+SHARD_RESCORING = ("bm25", "qld", "qljm")  # sparse models rescore a run on a sharded index
 
 
 def _candidates(path: Path, queries: dict[str, str]) -> Run:

@@ -11,15 +11,20 @@
 Documents are dealt out round-robin in doc id order (the i-th smallest doc id
 goes to shard i mod N), so shards are within one document of each other in
 size. Each shard is complete on its own: it can be copied to another machine
-and opened there.
+and opened there. A live index (live.py) has the same layout with segments
+for shards, plus `gen-NNNNNN/`: the statistics and deletions of its current
+generation, which the manifest's `live` entry names.
 """
 
 from __future__ import annotations
 
+import fcntl
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from retrieval import storage
 from retrieval.analysis import Analyzer
@@ -34,6 +39,32 @@ def shard_name(i: int) -> str:
     return f"shard-{i:03d}"
 
 
+def generation_name(g: int) -> str:
+    """The directory name of a live index's generation g."""
+    return f"gen-{g:06d}"
+
+
+LEASE_FILE = "lease"  # in a generation directory: readers hold a shared flock on it
+
+
+def take_lease(generation: Path, exclusive: bool = False) -> Any:
+    """An open file holding a (shared, or exclusive) non-blocking flock on a generation's lease
+    file, or None if the generation is gone or (exclusive) someone holds a lease on it."""
+    try:
+        handle = open(generation / LEASE_FILE, "rb")  # noqa: SIM115 - the lease lives with the index
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(handle, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    if not (generation / LEASE_FILE).exists():  # removed while we waited for the flock
+        handle.close()
+        return None
+    return handle
+
+
 @dataclass(frozen=True)
 class ShardInfo:
     """One shard as the top-level manifest records it."""
@@ -43,6 +74,7 @@ class ShardInfo:
     path: Path
     documents: int
     manifest_sha256: str
+    generation: Path | None = None  # a live segment's statistics directory
 
 
 class ShardedIndex:
@@ -57,13 +89,35 @@ class ShardedIndex:
     def __init__(self, path: str | Path, verify: bool = True):
         self.path = Path(path)
         self.backend: Any = None
-        self.manifest = storage.read_manifest(self.path)
+        self.verify = verify
+        self.manifest, self.lease = self._read_manifest()
         if self.manifest.get("kind") != KIND:
             raise InputError("not a sharded index (build one with `retrieval index --shards N`)",
                              self.path)
         if verify:
             storage.verify_files(self.path, self.manifest.get("files", {}))
         self.shards  # noqa: B018 - checks the shard list's shape on open
+
+    def _read_manifest(self, attempts: int = 20) -> tuple[dict[str, Any], Any]:
+        """The manifest, and for a live index a shared lease on its generation (an open file
+        holding a shared flock) that keeps updates from removing that generation and its
+        segments while this object lives. An update may retire the generation between reading
+        the manifest and taking the lease; then the manifest is read again."""
+        for _ in range(attempts):
+            manifest = storage.read_manifest(self.path)
+            live = manifest.get("live")
+            if not isinstance(live, dict) or not isinstance(live.get("generation"), int):
+                return manifest, None
+            lease = take_lease(self.path / generation_name(live["generation"]))
+            if lease is not None:
+                return manifest, lease
+        raise InputError("the index kept changing while it was opened; try again", self.path)
+
+    def close(self) -> None:
+        """Give up the lease on a live index's generation (updates may then remove it)."""
+        if self.lease is not None:
+            self.lease.close()
+            self.lease = None
 
     @classmethod
     def open(cls, path: str | Path, verify: bool = True) -> ShardedIndex:
@@ -80,6 +134,7 @@ class ShardedIndex:
         where = self.path / storage.MANIFEST
         if not isinstance(shards, list) or not shards:
             raise InputError("manifest shards must be a non-empty list; rebuild the index", where)
+        generation = self.generation_dir
         out = []
         for i, s in enumerate(shards):
             if not (isinstance(s, dict) and isinstance(s.get("documents"), int)
@@ -87,8 +142,27 @@ class ShardedIndex:
                 raise InputError(f"manifest shards[{i}] must be {{name, documents, manifest_sha256}};"
                                  " rebuild the index", where)
             name = storage.safe_name(s.get("name"), "shard", where)
-            out.append(ShardInfo(i, name, self.path / name, s["documents"], s["manifest_sha256"]))
+            out.append(ShardInfo(i, name, self.path / name, s["documents"], s["manifest_sha256"],
+                                 generation / name if generation else None))
         return out
+
+    @property
+    def generation_dir(self) -> Path | None:
+        """A live index's current statistics directory (None for a partitioned sharded index)."""
+        live = self.manifest.get("live")
+        if live is None:
+            return None
+        if not isinstance(live, dict) or not isinstance(live.get("generation"), int):
+            raise InputError("manifest live entry must hold an integer generation; the index is damaged",
+                             self.path / storage.MANIFEST)
+        return self.path / generation_name(live["generation"])
+
+    def deleted_docnos(self, number: int) -> np.ndarray:
+        """Docnos of shard `number`'s deleted documents (none outside a live index)."""
+        shard = self.shards[number]
+        if shard.generation is None:
+            return np.zeros(0, dtype=np.int64)
+        return storage.load_array(shard.generation / "deleted.npy", mmap=False)
 
     @property
     def num_docs(self) -> int:
@@ -120,12 +194,17 @@ class ShardedIndex:
         missing = self.missing_shards()
         if missing:
             raise InputError(f"shard {missing[0]} is missing", self.path)
-        return [Index.open(s.path) for s in self.shards]
+        return [Index.open(s.path, self.verify) for s in self.shards]
 
     @cached_property
     def shard_of(self) -> dict[str, int]:
-        """Doc id -> the number of the shard holding it."""
-        return {d: i for i, shard in enumerate(self.shard_indexes) for d in shard.doc_id_list}
+        """Doc id -> the number of the shard holding it (deleted documents left out)."""
+        out = {}
+        for i, shard in enumerate(self.shard_indexes):
+            live = np.ones(shard.num_docs, dtype=bool)
+            live[self.deleted_docnos(i)] = False
+            out.update(dict.fromkeys(shard.doc_ids[live].tolist(), i))
+        return out
 
     def text(self, doc_id: str) -> str:
         """A document's indexed text, from the shard holding it."""
@@ -163,7 +242,7 @@ class ShardedIndex:
         missing = set(self.missing_shards())
         return {"path": str(self.path), "kind": self.kind, "source": m.get("source"),
                 "created": m.get("created"), "analyzer": m.get("analyzer"), "stats": m.get("stats"),
-                "partition": m.get("partition"), "parts": sorted(self.parts),
+                "partition": m.get("partition"), "parts": sorted(self.parts), "live": m.get("live"),
                 "shards": [{"name": s.name, "documents": s.documents,
                             "status": "missing" if s.name in missing else "present"}
                            for s in self.shards]}

@@ -75,7 +75,7 @@ class LocalBackend(ShardBackend):
         """Shard `number`'s searcher, opened on first use (InputError if it cannot be)."""
         if number not in self._searchers:
             s = self.index.shards[number]
-            self._searchers[number] = ShardSearcher(s.path, s.name, s.manifest_sha256)
+            self._searchers[number] = ShardSearcher(s.path, s.name, s.manifest_sha256, s.generation)
         return self._searchers[number]
 
     def run(self, method: str, args: dict[int, tuple]) -> dict[int, Any]:

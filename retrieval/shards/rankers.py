@@ -98,9 +98,30 @@ class ShardedSparse(ShardedStage):
         """Search many weighted term bags at once (query id -> {term: weight})."""
         return self.to_run(list(bags), self.merged(bags, k))
 
+    def rescore(self, queries: Queries, run: Run) -> ShardedRun:
+        """Every candidate of `run` scored on the shard holding it, ranked as the single index
+        would rank them (score descending, doc id ascending)."""
+        qids = list(queries)
+        bags = [dict(self.analyse(queries[q])) for q in qids]
+        candidates = [[d for d, _ in run.get(q, [])] for q in qids]
+        results = self.backend.broadcast("rescore", self.model, bags, candidates)
+        rankings = {}
+        for i, qid in enumerate(qids):
+            parts = [results[n][i] for n in sorted(results)]
+            ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=str)
+            scores = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
+            if len(ids) < len(candidates[i]) and not self.backend.missing:
+                found = set(ids.tolist())
+                absent = next(d for d in candidates[i] if d not in found)
+                raise InputError(f"run names document {absent!r}, which is not in the index",
+                                 self.index.path)
+            order = np.lexsort((ids, -scores))
+            rankings[qid] = Columns(ids[order], scores[order])
+        return ShardedRun(rankings, tuple(sorted(self.backend.missing)))
+
     def __call__(self, queries: Queries, run: Run | None = None) -> ShardedRun:
         if run is not None:
-            raise InputError("rescoring a run (--candidates) is not supported on a sharded index")
+            return self.rescore(queries, run)
         return self.search_many({q: self.analyse(t) for q, t in queries.items()}, self.hits)
 
 

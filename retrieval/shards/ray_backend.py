@@ -53,12 +53,13 @@ def connect(address: str = "local", num_cpus: int | None = None) -> bool:
 class ShardActor:
     """Holds one shard's searcher; `exit_on_call` (tests only) makes it die in that call."""
 
-    def __init__(self, path: str, name: str, expected_sha256: str, exit_on_call: int | None = None):
+    def __init__(self, path: str, name: str, expected_sha256: str, exit_on_call: int | None = None,
+                 generation: str | None = None):
         self.calls, self.exit_on_call = 0, exit_on_call
         self.searcher: ShardSearcher | None = None
         self.error = ""
         try:
-            self.searcher = ShardSearcher(path, name, expected_sha256)
+            self.searcher = ShardSearcher(path, name, expected_sha256, generation)
         except (InputError, OSError) as e:
             self.error = str(e)
 
@@ -98,7 +99,8 @@ class RayBackend(ShardBackend):
     def _start(self, number: int, exit_on_call: int | None = None) -> Any:
         shard = self.index.shards[number]
         return ShardActor.options(num_cpus=self.cpus_per_actor, scheduling_strategy="SPREAD").remote(
-            str(shard.path.resolve()), shard.name, shard.manifest_sha256, exit_on_call)
+            str(shard.path.resolve()), shard.name, shard.manifest_sha256, exit_on_call,
+            str(shard.generation.resolve()) if shard.generation else None)
 
     def restart(self, number: int) -> None:
         """Replace a shard's actor with a fresh one (the old one is killed if still alive)."""

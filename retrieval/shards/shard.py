@@ -4,8 +4,11 @@ The manager sends analysed queries (term -> weight, terms as strings) and gets
 back each query's top k as (doc ids, scores), ordered by score descending and
 doc id ascending. Impacts use the collection statistics (stats.py), and query
 terms are taken in sorted term order as the single index does, so every score
-is bit for bit the single index's score. For RM3, the shard returns its
-feedback documents' candidate terms; for dense search, its FAISS top k.
+is bit for bit the single index's score. A segment of a live index (live.py)
+reads its statistics and its deleted docnos from the current generation's
+directory instead; deleted documents never reach a result. For RM3, the shard
+returns its feedback documents' candidate terms; for dense search, its FAISS
+top k.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import numpy as np
 from retrieval import storage
 from retrieval.errors import InputError
 from retrieval.index import Index
-from retrieval.shards.stats import load_shard_statistics
+from retrieval.shards.stats import load_generation_statistics, load_shard_statistics
 from retrieval.sparse.models import CollectionStats, impacts_for
 from retrieval.sparse.searcher import ImpactSearcher, WeightedQuery
 
@@ -30,9 +33,13 @@ FEEDBACK_TERM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
 class ShardSearcher:
-    """Searches one shard; `expected_sha256` (of its manifest) guards against a foreign shard."""
+    """Searches one shard; `expected_sha256` (of its manifest) guards against a foreign shard.
 
-    def __init__(self, path: str | Path, name: str = "", expected_sha256: str | None = None):
+    `generation`: a live index's statistics directory for this segment (live.py).
+    """
+
+    def __init__(self, path: str | Path, name: str = "", expected_sha256: str | None = None,
+                 generation: str | Path | None = None):
         self.path = Path(path)
         self.name = name or self.path.name
         if not (self.path / storage.MANIFEST).is_file():
@@ -41,7 +48,13 @@ class ShardSearcher:
             raise InputError("not the shard this sharded index was built with (its manifest differs);"
                              " rebuild the sharded index", self.path)
         self.index = Index.open(self.path)
-        self.stats: CollectionStats = load_shard_statistics(self.index)
+        self.deleted = np.zeros(self.index.num_docs, dtype=bool)  # by docno
+        if generation is None:
+            self.stats: CollectionStats = load_shard_statistics(self.index)
+        else:
+            self.stats, deleted = load_generation_statistics(self.index, Path(generation))
+            self.deleted[deleted] = True
+        self.live = generation is not None
         self._searchers: dict[Any, ImpactSearcher] = {}
 
     def searcher(self, model: Any) -> ImpactSearcher:
@@ -53,18 +66,42 @@ class ShardSearcher:
         return self._searchers[model]
 
     def weighted(self, bag: dict[str, float]) -> WeightedQuery:
-        """The shard's known terms with their weights, in sorted term order (as the single index)."""
-        ids = self.index.inverted.term_ids
-        return [(ids[t], float(w)) for t, w in sorted(bag.items()) if t in ids]
+        """The shard's known terms with their weights, in sorted term order (as the single index).
+
+        A term that only deleted documents hold is unknown, as in a fresh build of the live ones.
+        """
+        ids, df = self.index.inverted.term_ids, self.stats.df
+        return [(ids[t], float(w)) for t, w in sorted(bag.items()) if t in ids and df[ids[t]] > 0]
 
     def search(self, model: Any, bags: list[dict[str, float]], k: int,
                threads: int = 1) -> tuple[list[Hits], list[int]]:
-        """Each query's top k here, and how many of its terms this shard knows."""
+        """Each query's top k here, and how many of its terms this shard knows.
+
+        Deleted documents are dropped before the cut: asking for k plus their number still
+        leaves the exact top k of the others. Segments return no docnos (merge.py's shortcut
+        assumes the round-robin partition).
+        """
         queries = [self.weighted(bag) for bag in bags]
-        results = self.searcher(model).search_many(queries, k, threads)
-        ids = self.index.doc_ids
-        return [(ids[docs], np.asarray(scores, dtype=np.float64), docs) for docs, scores in results], \
-            [len(q) for q in queries]
+        extra = int(self.deleted.sum())
+        results = self.searcher(model).search_many(queries, k + extra, threads)
+        ids, hits = self.index.doc_ids, []
+        for docs, scores in results:
+            docs, scores = np.asarray(docs), np.asarray(scores, dtype=np.float64)
+            if extra:
+                keep = ~self.deleted[docs]
+                docs, scores = docs[keep][:k], scores[keep][:k]
+            hits.append((ids[docs], scores) if self.live else (ids[docs], scores, docs))
+        return hits, [len(q) for q in queries]
+
+    def rescore(self, model: Any, bags: list[dict[str, float]],
+                candidates: list[list[str]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query, (doc ids, scores) of its candidates held (and not deleted) here."""
+        docno, out = self.index.docno, []
+        for bag, ids in zip(bags, candidates):
+            docs = np.array([docno[d] for d in ids if d in docno and not self.deleted[docno[d]]],
+                            dtype=np.int64)
+            out.append((self.index.doc_ids[docs], self.searcher(model).score(self.weighted(bag), docs)))
+        return out
 
     @cached_property
     def eligible(self) -> np.ndarray:
@@ -104,12 +141,20 @@ class ShardSearcher:
 
         faiss_index, doc_ids = self.dense
         faiss.omp_set_num_threads(max(1, threads))
+        deleted = self.deleted_ids
         scores, rows = faiss_index.search(np.ascontiguousarray(vectors, dtype=np.float32),
-                                          min(k, faiss_index.ntotal))
+                                          min(k + len(deleted), faiss_index.ntotal))
         out = []
         for s, r in zip(scores, rows):
             keep = r >= 0
+            if len(deleted):
+                keep &= ~np.isin(doc_ids[np.maximum(r, 0)], deleted)
             ids, values = doc_ids[r[keep]], s[keep].astype(np.float64)
-            order = np.lexsort((ids, -values))
+            order = np.lexsort((ids, -values))[:k]
             out.append((ids[order], values[order]))
         return out
+
+    @cached_property
+    def deleted_ids(self) -> np.ndarray:
+        """Doc ids of this segment's deleted documents."""
+        return self.index.doc_ids[self.deleted]

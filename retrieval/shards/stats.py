@@ -93,3 +93,78 @@ def load_shard_statistics(index: Index) -> CollectionStats:
         raise InputError(f"global statistics cover {len(df)} terms, the shard has"
                          f" {index.inverted.num_terms}; rebuild the sharded index", root)
     return CollectionStats(**{k: int(entry[k]) for k in SCALARS}, df=np.asarray(df), cf=np.asarray(cf))
+
+
+# ---------------------------------------------------------------- live indexes (live.py)
+
+SEGMENT_STATS = "stats.json"  # the collection scalars, beside df.npy, cf.npy and deleted.npy
+
+
+def live_counts(index: Index, deleted: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """(df, cf, scalars) of a segment's documents that are not `deleted` (docnos), by its term ids."""
+    inverted = index.inverted
+    df, cf = inverted.df.astype(np.int64), inverted.cf.astype(np.int64)
+    lengths = np.asarray(inverted.doc_lengths, dtype=np.int64)
+    keep = np.ones(inverted.num_docs, dtype=bool)
+    if len(deleted):
+        keep[deleted] = False
+        indptr, terms, tfs = inverted.forward
+        rows = np.concatenate([np.arange(indptr[d], indptr[d + 1]) for d in deleted.tolist()])
+        np.subtract.at(df, terms[rows], 1)
+        np.subtract.at(cf, terms[rows], tfs[rows].astype(np.int64))
+    scalars = {"num_docs": int(keep.sum()), "doc_count": int(np.count_nonzero(lengths[keep])),
+               "total_terms": int(lengths[keep].sum())}
+    return df, cf, scalars
+
+
+def write_generation(root: Path, segments: list[tuple[str, Index, np.ndarray]]) -> dict[str, Any]:
+    """Write a live index's statistics of (name, segment, deleted docnos) under `root`.
+
+    `root/global/` holds the vocabulary of the live documents with df and cf;
+    `root/<name>/` each segment's df and cf by its own term ids, its deleted
+    docnos and the scalars, so it scores exactly as a fresh build of the live
+    documents would. Returns the collection statistics.
+    """
+    counts = [live_counts(index, deleted) for _, index, deleted in segments]
+    vocabularies = [index.inverted.terms for _, index, _ in segments]
+    terms = sorted({t for words, (df, _, _) in zip(vocabularies, counts)
+                    for t, n in zip(words, df.tolist()) if n > 0})
+    position = {t: i for i, t in enumerate(terms)}
+    df, cf = np.zeros(len(terms), dtype=np.int64), np.zeros(len(terms), dtype=np.int64)
+    for words, (seg_df, seg_cf, _) in zip(vocabularies, counts):
+        live = seg_df > 0
+        ids = global_ids([t for t, keep in zip(words, live.tolist()) if keep], position)
+        np.add.at(df, ids, seg_df[live])
+        np.add.at(cf, ids, seg_cf[live])
+    scalars = {k: sum(c[2][k] for c in counts) for k in SCALARS}
+    write_vocabulary(root / PART, terms, df, cf)
+    (root / "lease").write_bytes(b"")  # layout.take_lease: readers of this generation hold it
+    for (name, _, deleted), words in zip(segments, vocabularies):
+        ids = np.array([position.get(t, -1) for t in words], dtype=np.int64)
+        known = ids >= 0
+        out = root / name
+        out.mkdir()
+        storage.save_array(out / "df.npy", np.where(known, df[ids], 0))
+        storage.save_array(out / "cf.npy", np.where(known, cf[ids], 0))
+        storage.save_array(out / "deleted.npy", np.asarray(deleted, dtype=np.int64))
+        storage.write_json_atomic(out / SEGMENT_STATS, scalars)
+    postings = sum(int(c[0].sum()) for c in counts)
+    return {"documents": scalars["num_docs"], "unique_terms": len(terms),
+            "total_terms": scalars["total_terms"], "postings": postings}
+
+
+def load_generation_statistics(index: Index, root: Path) -> tuple[CollectionStats, np.ndarray]:
+    """A live segment's collection statistics and deleted docnos from its generation directory."""
+    import json
+
+    try:
+        scalars = json.loads((root / SEGMENT_STATS).read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot read the segment's statistics ({e}); the index is damaged", root) from None
+    df, cf = storage.load_array(root / "df.npy"), storage.load_array(root / "cf.npy")
+    deleted = np.asarray(storage.load_array(root / "deleted.npy", mmap=False), dtype=np.int64)
+    if len(df) != index.inverted.num_terms or len(cf) != len(df) or (
+            len(deleted) and (deleted.min() < 0 or deleted.max() >= index.num_docs)):
+        raise InputError("segment statistics do not match the segment; the index is damaged", root)
+    stats = CollectionStats(**{k: int(scalars[k]) for k in SCALARS}, df=np.asarray(df), cf=np.asarray(cf))
+    return stats, deleted

@@ -1,0 +1,70 @@
+"""`retrieval serve`: the HTTP JSON API and search page over one index (retrieval.service)."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from retrieval.commands.common import precision_flag, threads_flag
+from retrieval.errors import InputError
+
+TOKEN_ENV = "RETRIEVAL_TOKEN"
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve an index over HTTP (JSON API and a search page)",
+                       description="Serve an index over HTTP: a JSON API (search with any registered "
+                       "pipeline, rerank a posted candidate list, ask a question, add and delete "
+                       "documents, index info) and a search page at /. Listens on 127.0.0.1 by "
+                       "default; bound elsewhere, writes need a token (--token, $RETRIEVAL_TOKEN, or "
+                       "one made up and printed at start).")
+    p.add_argument("--index", required=True, type=Path, help="index to serve")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--token", default=None,
+                   help=f"bearer token for writes (default ${TOKEN_ENV}; none needed on loopback)")
+    p.add_argument("--time-limit", type=float, default=30.0, help="seconds per request (default 30)")
+    p.add_argument("--max-body", type=int, default=1 << 20, help="bytes per request body (default 1 MiB)")
+    p.add_argument("--reader", type=Path, default=None, help="QA reader (default: models/reader)")
+    precision_flag(p, "how neural stages encode")
+    threads_flag(p, "threads per search")
+    p.set_defaults(handler=run)
+
+
+def loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (or localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def write_token(host: str, given: str | None) -> str | None:
+    """The token writes need: the given one, else none on loopback, else a new random one."""
+    token = given or os.environ.get(TOKEN_ENV) or None
+    if token is None and not loopback(host):
+        token = secrets.token_urlsafe(24)
+        print(f"retrieval serve: writes need 'Authorization: Bearer {token}'", file=sys.stderr)
+    return token
+
+
+def run(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from retrieval.service.app import create_app
+    from retrieval.service.engine import Engine
+
+    if not 0 < args.port < 65536:
+        raise InputError(f"--port must be 1-65535, got {args.port}")
+    if args.time_limit <= 0 or args.max_body <= 0:
+        raise InputError("--time-limit and --max-body must be positive")
+    engine = Engine(args.index, precision=args.precision, threads=args.threads, reader=args.reader)
+    app = create_app(engine, write_token(args.host, args.token), args.max_body, args.time_limit)
+    print(f"retrieval serve: {args.index} on http://{args.host}:{args.port}/", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")

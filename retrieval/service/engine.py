@@ -1,0 +1,274 @@
+"""What the search service does, without HTTP: search, rerank, ask, add, delete, describe.
+
+One `Engine` serves one index directory. Requests take the engine's lock one
+at a time (the stages are not written for concurrent calls, and two cores
+gain little from it); an update holds it too, so a search sees the index
+before or after an update, and the index is reopened when its manifest
+changes (an update by this engine or by `retrieval add` elsewhere).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from retrieval.analysis import token_spans
+from retrieval.config import StageSpec, stage_specs
+from retrieval.errors import InputError
+from retrieval.index_kinds import open_index
+from retrieval.params import default
+from retrieval.rankers import RANKERS
+from retrieval.types import Document, Queries, Run
+
+MAX_HITS = 1000
+MAX_QUERY_CHARS = 2000
+MAX_IDS = 10_000        # filter lists, candidates, ids to delete
+MAX_DOCUMENTS = 1000    # documents per add
+SNIPPET_CHARS = 320
+
+
+class Engine:
+    """An index served: opened once, reopened after updates; pipelines built once per spec."""
+
+    def __init__(self, path: str | Path, precision: str | None = None, threads: int = 1,
+                 reader: str | Path | None = None):
+        self.path = Path(path)
+        self.precision, self.threads, self.reader = precision, threads, reader
+        self.lock = threading.Lock()
+        self.index: Any = None
+        self.version: tuple = ()
+        self.pipelines: dict[str, Any] = {}
+        self.qa: Any = None
+        with self.lock:
+            self._fresh()
+
+    # ------------------------------------------------------------ reading
+
+    def _fresh(self) -> Any:
+        """The opened index, reopened if its manifest changed since it was opened."""
+        stat = os.stat(self.path / "manifest.json")
+        version = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        if version != self.version:
+            if hasattr(self.index, "close"):
+                self.index.close()
+            self.index, self.version, self.pipelines, self.qa = open_index(self.path), version, {}, None
+        return self.index
+
+    def _built(self, specs: list[Any]) -> Any:
+        """The Pipeline of stage specs, built once per spec for the opened index."""
+        from retrieval.experiment import build_pipeline
+
+        key = repr([(s.model, sorted(s.params.items()), s.cutoff) for s in specs])
+        if key not in self.pipelines:
+            self.pipelines[key] = build_pipeline(specs, self.index, self.precision)
+        return self.pipelines[key]
+
+    def search(self, query: str, pipeline: Any = "bm25", k: int = 10, include: list[str] | None = None,
+               exclude: list[str] | None = None) -> dict[str, Any]:
+        """The top k for one query with highlighted snippets.
+
+        `include` / `exclude` filter doc ids after the first stage and before any cut: the first
+        stage is asked for enough results that the filtered top k (and the next stage's
+        candidates) are exactly what searching only the allowed documents would give.
+        """
+        check_text(query, "query")
+        check_count(k, "k", MAX_HITS)
+        for name, ids in (("include", include), ("exclude", exclude)):
+            check_ids(ids, name)
+        specs = stage_specs(pipeline, "pipeline", self.threads)
+        start = time.perf_counter()
+        with self.lock:
+            index = self._fresh()
+            head, rest = specs[0], specs[1:]
+            needed = head.cutoff or (head.params.get("hits", default("hits")) if rest else k)
+            queries = Queries({"q": query})
+            first = self._built([first_stage_for(head, hits_for(index, needed, include, exclude))])
+            ranking = filtered(first(queries).get("q", []), include, exclude)[:head.cutoff or None]
+            if rest:
+                ranking = self._built(rest)(queries, Run({"q": ranking})).get("q", [])
+            results = [self._hit(index, rank, d, s, query) for rank, (d, s) in enumerate(ranking[:k], 1)]
+        return {"query": query, "pipeline": pipeline, "k": k, "results": results,
+                "took_ms": round(1000 * (time.perf_counter() - start), 2)}
+
+    def rerank(self, query: str, candidates: list[str], pipeline: Any = "late",
+               k: int | None = None) -> dict[str, Any]:
+        """A posted candidate list reordered by a reranking (or rescoring) pipeline."""
+        check_text(query, "query")
+        check_ids(candidates, "candidates")
+        if not candidates:
+            raise InputError("candidates must list at least one doc id")
+        k = len(candidates) if k is None else k
+        check_count(k, "k", MAX_IDS)
+        start = time.perf_counter()
+        with self.lock:
+            index = self._fresh()
+            unknown = [d for d in candidates if not has_document(index, d)]
+            if unknown:
+                raise InputError(f"{len(unknown)} candidate(s) are not documents of the index (e.g."
+                                 f" {unknown[0]!r})")
+            given = Run({"q": [(d, float(-i)) for i, d in enumerate(dict.fromkeys(candidates))]})
+            specs = stage_specs(pipeline, "pipeline", self.threads)
+            ranking = self._built(specs)(Queries({"q": query}), given).get("q", [])[:k]
+            results = [self._hit(index, rank, d, s, query) for rank, (d, s) in enumerate(ranking, 1)]
+        return {"query": query, "pipeline": pipeline, "results": results,
+                "took_ms": round(1000 * (time.perf_counter() - start), 2)}
+
+    def ask(self, question: str, passages: int = 5, top: int = 3) -> dict[str, Any]:
+        """Answers with their evidence (retrieve, then read); needs a native index with a dense part."""
+        check_text(question, "question")
+        check_count(passages, "passages", 100)
+        check_count(top, "top", 20)
+        start = time.perf_counter()
+        with self.lock:
+            index = self._fresh()
+            if index.kind != "native" or not index.has("dense"):
+                raise InputError("questions need a native passage index with a dense part"
+                                 " (retrieval index --dense)")
+            if self.qa is None:
+                from retrieval.qa.pipeline import RetrieveThenRead, first_stage
+
+                stage = first_stage(index, precision=self.precision, threads=self.threads)
+                self.qa = RetrieveThenRead(stage, self.reader, index, precision=self.precision,
+                                           threads=self.threads)
+            self.qa.passages = passages
+            answers = [a.to_json() for a in self.qa.ask(question)[:top]]
+            for answer in answers:
+                for e in answer["evidence"]:
+                    e["passage"] = index.text(e["passage_id"])
+        return {"question": question, "answers": answers,
+                "took_ms": round(1000 * (time.perf_counter() - start), 2)}
+
+    def info(self) -> dict[str, Any]:
+        """The index's description and the pipelines the page offers for it."""
+        with self.lock:
+            index = self._fresh()
+            return {"index": index.describe(), "pipelines": offered_pipelines(index)}
+
+    def _hit(self, index: Any, rank: int, doc_id: str, score: float, query: str) -> dict[str, Any]:
+        text = index.text(doc_id)
+        snippet, marks = highlight(text, query, index.analyzer)
+        return {"rank": rank, "id": doc_id, "score": score, "snippet": snippet, "highlights": marks}
+
+    # ------------------------------------------------------------ writing
+
+    def add(self, documents: list[dict[str, Any]]) -> dict[str, Any]:
+        """Add documents ({id, title?, text}) as a new segment."""
+        from retrieval.shards.live import add_documents
+
+        docs = parse_documents(documents)
+        with self.lock:
+            manifest = add_documents(self.path, docs, source="request", progress=False,
+                                     precision=self.precision)
+            self._fresh()
+        return {"added": len(docs), "documents": manifest["stats"]["documents"],
+                "generation": manifest["live"]["generation"]}
+
+    def delete(self, ids: list[str]) -> dict[str, Any]:
+        """Mark documents deleted."""
+        from retrieval.shards.live import delete_documents
+
+        check_ids(ids, "ids")
+        with self.lock:
+            manifest = delete_documents(self.path, ids, source="request")
+            self._fresh()
+        return {"deleted": len(set(ids)), "documents": manifest["stats"]["documents"],
+                "generation": manifest["live"]["generation"]}
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def check_text(text: Any, name: str) -> None:
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(f"{name} must be a non-empty string")
+    if len(text) > MAX_QUERY_CHARS:
+        raise InputError(f"{name} is longer than {MAX_QUERY_CHARS} characters")
+
+
+def check_count(value: Any, name: str, most: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
+        raise InputError(f"{name} must be an integer from 1 to {most}, got {value!r}")
+
+
+def check_ids(ids: Any, name: str) -> None:
+    if ids is None:
+        return
+    if not isinstance(ids, list) or not all(isinstance(d, str) and d for d in ids):
+        raise InputError(f"{name} must be a list of doc id strings")
+    if len(ids) > MAX_IDS:
+        raise InputError(f"{name} may list at most {MAX_IDS} doc ids")
+
+
+def parse_documents(rows: Any) -> list[Document]:
+    """Documents from request JSON: a list of {id, title (optional), text}."""
+    if not isinstance(rows, list) or not rows:
+        raise InputError("documents must be a non-empty list of {id, title, text}")
+    if len(rows) > MAX_DOCUMENTS:
+        raise InputError(f"at most {MAX_DOCUMENTS} documents per request")
+    docs = []
+    for i, row in enumerate(rows):
+        if not (isinstance(row, dict) and isinstance(row.get("id"), str) and row["id"].strip()
+                and isinstance(row.get("text"), str) and isinstance(row.get("title", ""), str)):
+            raise InputError(f"documents[{i}] must be {{id: non-empty string, title: string, text: string}}")
+        if any(c.isspace() for c in row["id"]):
+            raise InputError(f"documents[{i}].id must not contain whitespace (run files could not hold it)")
+        docs.append(Document(row["id"], row.get("title", ""), row["text"]))
+    return docs
+
+
+def first_stage_for(spec: StageSpec, hits: int) -> StageSpec:
+    """The first stage's spec asking for `hits` results, without its cut (applied after filtering)."""
+    if "hits" not in RANKERS[spec.model].params:
+        raise InputError(f"{spec.model} cannot start a pipeline (it reranks a run); put a first stage"
+                         " such as bm25 before it")
+    return StageSpec(spec.model, {**spec.params, "hits": hits}, None, spec.where)
+
+
+def hits_for(index: Any, needed: int, include: list[str] | None, exclude: list[str] | None) -> int:
+    """How many results the first stage must return so that `needed` remain after filtering:
+    every document for an include list, else `needed` plus the excluded ones."""
+    if include is not None:
+        return max(1, int(index.statistics["documents"]))
+    return needed + len(set(exclude or []))
+
+
+def filtered(ranking: Any, include: list[str] | None, exclude: list[str] | None) -> list:
+    keep, drop = (set(include) if include is not None else None), set(exclude or [])
+    return [(d, s) for d, s in ranking if d not in drop and (keep is None or d in keep)]
+
+
+def has_document(index: Any, doc_id: str) -> bool:
+    try:
+        index.text(doc_id)
+    except InputError:
+        return False
+    return True
+
+
+def highlight(text: str, query: str, analyzer: Any) -> tuple[str, list[list[int]]]:
+    """A snippet of `text` around the first query term, and the [start, end) of each query-term
+    token in it (tokens whose analysed form is a query term)."""
+    terms = set(analyzer(query)) if analyzer is not None else set(query.lower().split())
+    hits = [(a, b) for a, b, token in token_spans(text)
+            if (set(analyzer(token)) if analyzer is not None else {token.lower()}) & terms]
+    start = max(0, hits[0][0] - SNIPPET_CHARS // 4) if hits else 0
+    while 0 < start < len(text) and not text[start - 1].isspace():
+        start += 1  # begin at a word
+    end = min(len(text), start + SNIPPET_CHARS)
+    marks = [[a - start, b - start] for a, b in hits if a >= start and b <= end]
+    return text[start:end], marks
+
+
+def offered_pipelines(index: Any) -> list[dict[str, Any]]:
+    """The pipelines the search page lists for this index (any registered one can be posted)."""
+    out = [{"name": "BM25", "pipeline": "bm25"},
+           {"name": "Query likelihood (Dirichlet)", "pipeline": "qld"},
+           {"name": "BM25 + RM3", "pipeline": [{"model": "bm25", "rm3": True}]}]
+    if index.has("dense"):
+        out += [{"name": "Dense", "pipeline": "dense"}, {"name": "Hybrid", "pipeline": "hybrid"}]
+    if index.has("late"):
+        out += [{"name": "BM25 >> late interaction", "pipeline": [{"model": "bm25", "cutoff": 100}, "late"]}]
+    return out

@@ -1,0 +1,198 @@
+"""`retrieval serve`: the JSON API, its limits and errors, the search page, and a bounded load test."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retrieval import collections
+from retrieval.commands.serve import loopback, write_token
+from retrieval.formats.trec import format_run
+from retrieval.index import build_index
+from retrieval.index_kinds import open_index
+from retrieval.rankers import build
+from retrieval.service.app import create_app
+from retrieval.service.engine import Engine
+from retrieval.service.load import MALFORMED, run_load
+from retrieval.types import Document, Run
+
+
+@contextlib.contextmanager
+def serving(index: Path, **options):
+    """A uvicorn server for `index` on a free loopback port, in a thread; yields the port."""
+    import uvicorn
+
+    app = create_app(Engine(index), **options)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 60
+    while not server.started:
+        assert time.time() < deadline and thread.is_alive(), "server did not start"
+        time.sleep(0.05)
+    try:
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def call(port: int, method: str, path: str, body=None, headers=None) -> tuple[int, dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    conn.request(method, path, body=data, headers=headers or {})
+    response = conn.getresponse()
+    raw = response.read()
+    conn.close()
+    return response.status, (json.loads(raw) if raw.startswith(b"{") else {"html": raw.decode()})
+
+
+@pytest.fixture(scope="module")
+def cacm_docs():
+    return list(collections.load_documents("cacm"))
+
+
+@pytest.fixture()
+def cacm_copy(cacm_index, tmp_path) -> Path:
+    """A private copy of the CACM index (updates change it)."""
+    target = tmp_path / "cacm"
+    shutil.copytree(cacm_index.path, target)
+    return target
+
+
+def test_search_filters_and_rerank_match_the_library(cacm_copy):
+    topics = collections.load_topics("cacm")
+    query = topics["10"]
+    reference = build("bm25", open_index(cacm_copy), hits=3204)({"q": query})["q"]
+    with serving(cacm_copy) as port:
+        status, reply = call(port, "POST", "/api/search", {"query": query, "k": 10})
+        assert status == 200
+        assert [(r["id"], r["score"]) for r in reply["results"]] == [tuple(x) for x in reference[:10]]
+        top = reply["results"][0]
+        assert top["highlights"] and all(0 <= a < b <= len(top["snippet"]) for a, b in top["highlights"])
+        # exclude: the exact top 10 of the rest; include: ranks beyond the first stage's default depth
+        excluded = [d for d, _ in reference[:5]]
+        _, reply = call(port, "POST", "/api/search", {"query": query, "k": 10, "exclude": excluded})
+        assert [r["id"] for r in reply["results"]] == [d for d, _ in reference[5:15]]
+        allowed = [d for d, _ in reference[-3:]] + [d for d, _ in reference[1500:1502]]
+        _, reply = call(port, "POST", "/api/search", {"query": query, "k": 3, "include": allowed})
+        assert [r["id"] for r in reply["results"]] == [d for d, _ in reference if d in set(allowed)][:3]
+        # a reranking pipeline: the cut applies after filtering
+        pipeline = [{"model": "bm25", "cutoff": 20}, "qld"]
+        _, reply = call(port, "POST", "/api/search", {"query": query, "k": 5, "pipeline": pipeline,
+                                                      "exclude": excluded})
+        candidates = Run({"q": [x for x in reference if x[0] not in set(excluded)][:20]})
+        expected = build("qld", open_index(cacm_copy))({"q": query}, candidates)["q"][:5]
+        assert [(r["id"], r["score"]) for r in reply["results"]] == [tuple(x) for x in expected]
+        status, reply = call(port, "POST", "/api/rerank", {"query": query, "pipeline": "qld",
+                                                           "candidates": [d for d, _ in reference[:30]]})
+        full = build("qld", open_index(cacm_copy))({"q": query}, Run({"q": reference[:30]}))["q"]
+        assert status == 200
+        assert [(r["id"], r["score"]) for r in reply["results"]] == [tuple(x) for x in full]
+
+
+def test_updates_over_http_equal_a_fresh_build(cacm_copy, cacm_docs, tmp_path):
+    topics = dict(list(collections.load_topics("cacm").items())[:20])
+    new = [{"id": f"N{i}", "title": "Sorting", "text": f"parallel sorting networks {i}"} for i in range(5)]
+    with serving(cacm_copy) as port:
+        assert call(port, "POST", "/api/documents", {"documents": new})[0] == 200
+        status, reply = call(port, "POST", "/api/documents/delete", {"ids": ["CACM-0001", "N2"]})
+        assert status == 200 and reply["documents"] == 3204 + 5 - 2
+        _, reply = call(port, "POST", "/api/search", {"query": "parallel sorting networks", "k": 5})
+        assert {r["id"] for r in reply["results"]} & {"N0", "N1", "N3", "N4"}
+        assert "N2" not in {r["id"] for r in reply["results"]}
+    docs = [d for d in cacm_docs if d.id != "CACM-0001"]
+    docs += [Document(r["id"], r["title"], r["text"]) for r in new if r["id"] != "N2"]
+    build_index(docs, tmp_path / "fresh", progress=False)
+    for name in ("bm25", "qld"):
+        ours = format_run(build(name, open_index(cacm_copy))(topics))
+        assert ours == format_run(build(name, open_index(tmp_path / "fresh"))(topics)), name
+
+
+@pytest.mark.parametrize("method, path, body", MALFORMED)
+def test_bad_requests_get_a_4xx_with_one_line(cacm_copy, method, path, body):
+    with serving(cacm_copy) as port:
+        status, reply = call(port, method, path, body if method == "POST" else None)
+    assert 400 <= status < 500
+    assert isinstance(reply.get("error"), str) and "\n" not in reply["error"] and reply["error"]
+
+
+def test_time_limit_and_body_limit(cacm_copy):
+    with serving(cacm_copy, max_body=200) as port:
+        status, reply = call(port, "POST", "/api/search", {"query": "x" * 300})
+        assert status == 413 and "200 bytes" in reply["error"]
+    with serving(cacm_copy, time_limit=1e-6) as port:
+        status, reply = call(port, "POST", "/api/search", {"query": "parallel sorting"})
+        assert status == 503 and "longer than" in reply["error"]
+
+
+def test_writes_need_the_token_when_one_is_set(cacm_copy):
+    doc = {"documents": [{"id": "T1", "text": "token test"}]}
+    with serving(cacm_copy, token="s3cret") as port:
+        assert call(port, "POST", "/api/documents", doc)[0] == 401
+        assert call(port, "POST", "/api/documents", doc, {"Authorization": "Bearer wrong"})[0] == 401
+        assert call(port, "POST", "/api/documents", doc, {"Authorization": "Bearer s3cret"})[0] == 200
+        assert call(port, "POST", "/api/search", {"query": "token test"})[0] == 200  # reads are open
+    assert loopback("127.0.0.1") and loopback("::1") and loopback("localhost")
+    assert not loopback("0.0.0.0") and not loopback("192.168.1.5")
+    assert write_token("127.0.0.1", None) is None or os.environ.get("RETRIEVAL_TOKEN")
+    assert write_token("0.0.0.0", None)  # bound beyond loopback: a token is always required
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def test_search_page_in_headless_chromium(cacm_copy, tmp_path):
+    """The page loads the index's pipelines, runs the query from its URL and shows ranked results
+    with the query terms highlighted."""
+    if _chromium() is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is required in CI (apt-get install -y chromium)")
+        pytest.skip("chromium not installed")
+    import matplotlib.image
+
+    with serving(cacm_copy) as port:
+        url = f"http://127.0.0.1:{port}/?q=parallel+sorting+algorithms&p=0&mode=search&k=10"
+        common = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  f"--user-data-dir={tmp_path / 'profile'}", "--hide-scrollbars",
+                  "--virtual-time-budget=20000"]
+        shot = tmp_path / "page.png"
+        subprocess.run([*common, "--window-size=1100,1400", f"--screenshot={shot}", url],
+                       capture_output=True, timeout=180, check=True)
+        dom = subprocess.run([*common, "--dump-dom", url], capture_output=True, text=True, timeout=180,
+                             check=True).stdout
+    assert dom.count('class="hit"') == 10 and "CACM-3075" in dom and "<mark>" in dom
+    assert '10 results in' in dom
+    pixels = matplotlib.image.imread(shot)[..., :3]
+    highlight = np.all(np.abs(pixels - np.array([0xFF, 0xD5, 0x4A]) / 255) < 0.03, axis=2)
+    header = np.all(np.abs(pixels - np.array([0x1F, 0x3B, 0x63]) / 255) < 0.03, axis=2)
+    assert highlight.sum() > 2000  # highlighted query terms on screen
+    assert header[:60].mean() > 0.5  # the page's header bar rendered
+
+
+def test_bounded_load_no_5xx_no_lost_documents(cacm_copy, cacm_docs):
+    """8 clients, 2,000 mixed requests (15% malformed, 13% adds and deletes): no 5xx, no transport
+    error, and the index holds exactly the documents the successful writes imply, each once.
+    eval/bench_service.py runs 10,000 and reports latency percentiles."""
+    with serving(cacm_copy) as port:
+        outcome = run_load("127.0.0.1", port, [d.id for d in cacm_docs], requests=2000, clients=8)
+    assert not outcome.errors
+    assert outcome.count(lambda s: s >= 500) == 0
+    assert outcome.statuses["malformed"] and all(400 <= s < 500 for s in outcome.statuses["malformed"])
+    assert outcome.added and outcome.deleted
+    index = open_index(cacm_copy)
+    expected = ({d.id for d in cacm_docs} | outcome.added) - outcome.deleted
+    assert set(index.shard_of) == expected
+    assert index.statistics["documents"] == len(expected)  # no document held twice
