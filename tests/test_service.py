@@ -196,3 +196,31 @@ def test_bounded_load_no_5xx_no_lost_documents(cacm_copy, cacm_docs):
     expected = ({d.id for d in cacm_docs} | outcome.added) - outcome.deleted
     assert set(index.shard_of) == expected
     assert index.statistics["documents"] == len(expected)  # no document held twice
+
+
+@pytest.mark.slow
+def test_ask_over_http_and_on_the_page(tmp_path):
+    """Questions on a small passage index: the answer with its evidence, in JSON and on the page."""
+    from retrieval.cli import main
+
+    corpus = tmp_path / "passages.jsonl"
+    rows = [("p1", "Hamlet", "Hamlet is a tragedy written by William Shakespeare around 1600."),
+            ("p2", "Cats", "A cat is a small domesticated carnivorous mammal."),
+            ("p3", "Paris", "Paris is the capital and largest city of France.")]
+    corpus.write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in rows))
+    index = tmp_path / "passages"
+    assert main(["index", "--collection", str(corpus), "--index", str(index), "--dense"]) == 0
+    with serving(index) as port:
+        status, reply = call(port, "POST", "/api/ask", {"question": "Who wrote Hamlet?", "passages": 3})
+        assert status == 200
+        best = reply["answers"][0]
+        assert "Shakespeare" in best["answer"] and best["evidence"][0]["passage_id"] == "p1"
+        e = best["evidence"][0]
+        assert e["passage"][e["start"]:e["end"]] == best["answer"]
+        if _chromium() is None:
+            return
+        url = f"http://127.0.0.1:{port}/?q=Who+wrote+Hamlet%3F&p=0&mode=ask"
+        browser = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                   f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=30000", "--dump-dom"]
+        dom = subprocess.run([*browser, url], capture_output=True, text=True, timeout=180, check=True).stdout
+    assert 'class="answer"' in dom and "Shakespeare</mark>" in dom

@@ -137,7 +137,7 @@ class Engine:
             answers = [a.to_json() for a in self.qa.ask(question)[:top]]
             for answer in answers:
                 for e in answer["evidence"]:
-                    e["passage"] = index.text(e["passage_id"])
+                    e["passage"] = index.docstore.get(e["passage_id"]).text  # what the reader read
         return {"question": question, "answers": answers,
                 "took_ms": round(1000 * (time.perf_counter() - start), 2)}
 
