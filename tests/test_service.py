@@ -224,3 +224,36 @@ def test_ask_over_http_and_on_the_page(tmp_path):
                    f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=30000", "--dump-dom"]
         dom = subprocess.run([*browser, url], capture_output=True, text=True, timeout=180, check=True).stdout
     assert 'class="answer"' in dom and "Shakespeare</mark>" in dom
+
+
+def test_cli_serve_starts_and_answers(cacm_copy, tmp_path, capsys):
+    """`retrieval serve` as a user runs it: listens on loopback, answers, stops on SIGTERM;
+    a bad port is a one-line error."""
+    import socket
+    import sys
+
+    from retrieval.cli import main
+
+    assert main(["serve", "--index", str(cacm_copy), "--port", "70000"]) == 2
+    assert "--port must be 1-65535" in capsys.readouterr().err
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "retrieval.cli", "serve", "--index", str(cacm_copy),
+                               "--port", str(port)], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                status, reply = call(port, "GET", "/api/info")
+                break
+            except OSError:
+                assert time.time() < deadline and server.poll() is None, "retrieval serve did not start"
+                time.sleep(0.2)
+        assert status == 200 and reply["index"]["stats"]["documents"] == 3204
+        status, reply = call(port, "GET", "/")
+        assert status == 200 and "<title>retrieval: search</title>" in reply["html"]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert f"on http://127.0.0.1:{port}/" in server.stderr.read()

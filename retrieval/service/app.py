@@ -79,6 +79,8 @@ def create_app(engine: Engine, token: str | None = None, max_body: int = MAX_BOD
             value = json.loads(data)
         except (ValueError, UnicodeDecodeError) as e:
             raise RequestError(400, f"request body is not valid JSON ({e})") from None
+        except RecursionError:
+            raise RequestError(400, "request body nests too deeply") from None
         if not isinstance(value, dict):
             raise RequestError(400, "request body must be a JSON object")
         required, optional = FIELDS[endpoint]

@@ -186,6 +186,15 @@ def check_text(text: Any, name: str) -> None:
         raise InputError(f"{name} must be a non-empty string")
     if len(text) > MAX_QUERY_CHARS:
         raise InputError(f"{name} is longer than {MAX_QUERY_CHARS} characters")
+    check_unicode(text, name)
+
+
+def check_unicode(text: str, name: str) -> None:
+    """Refuse text JSON allowed but UTF-8 cannot hold (lone surrogates such as "\\ud800")."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"{name} holds a lone surrogate (\\ud800-\\udfff), which is not text") from None
 
 
 def check_count(value: Any, name: str, most: int) -> None:
@@ -200,6 +209,8 @@ def check_ids(ids: Any, name: str) -> None:
         raise InputError(f"{name} must be a list of doc id strings")
     if len(ids) > MAX_IDS:
         raise InputError(f"{name} may list at most {MAX_IDS} doc ids")
+    for d in ids:
+        check_unicode(d, name)
 
 
 def parse_documents(rows: Any) -> list[Document]:
@@ -215,6 +226,8 @@ def parse_documents(rows: Any) -> list[Document]:
             raise InputError(f"documents[{i}] must be {{id: non-empty string, title: string, text: string}}")
         if any(c.isspace() for c in row["id"]):
             raise InputError(f"documents[{i}].id must not contain whitespace (run files could not hold it)")
+        for key in ("id", "title", "text"):
+            check_unicode(row.get(key, ""), f"documents[{i}].{key}")
         docs.append(Document(row["id"], row.get("title", ""), row["text"]))
     return docs
 

@@ -31,6 +31,13 @@ MALFORMED = [  # (method, path, body): each must get a 4xx
     ("GET", "/api/nothing-here", b""),
     ("GET", "/api/search", b""),
     ("POST", "/api/search", b'{"query": "' + b"x" * (2 << 20) + b'"}'),
+    ("POST", "/api/search", b"[" * 50_000),
+    ("POST", "/api/search", b'{"query": "sorting \\ud800"}'),
+    ("POST", "/api/documents", b'{"documents": [{"id": "s1", "text": "lone \\udfff"}]}'),
+    ("POST", "/api/search", b'{"query": "sorting", "k": NaN}'),
+    ("POST", "/api/search", b'{"query": "sorting", "exclude": "CACM-0001"}'),
+    ("POST", "/api/search", b'{"query": "sorting", "pipeline": [{"model": "late"}]}'),
+    ("POST", "/api/search", b'{"query": "sorting", "pipeline": "dense"}'),
 ]
 WORDS = ("parallel", "sorting", "algorithm", "compiler", "language", "memory", "system", "time", "data",
          "program", "network", "matrix", "computation", "storage", "retrieval", "list")
