@@ -3,11 +3,15 @@
     python eval/bench_precision.py [--threads 2] [--sample 128] [--repeats 3] [--precisions ...]
 
 Late interaction (the committed checkpoint): document token-encoding docs/s on
-a random sample of SciFact documents, and SciFact test nDCG@10 of BM25 top-100
-reranked by MaxSim with queries and documents encoded in that precision. QA
+a random sample of SciFact documents, and nDCG@10 of BM25 top-100 reranked by
+MaxSim with queries and documents encoded in that precision, on validation
+(the checkpoint's held-out SciFact training queries) and on SciFact test. QA
 reader (the committed reader): reading speed (question + gold paragraph
 pairs/s) on the first --sample XQuAD-en questions, and closed-setting EM/F1
-over all 1,190 XQuAD-en questions (each read with its gold paragraph). Speed
+(each question read with its gold paragraph) on validation (the answerable
+squad2-dev:validation questions) and on all 1,190 XQuAD-en questions. Whether
+int8 is within each model's loss limit is decided on validation only and
+checked against the package's choice (INT8_WITHIN_LIMIT); test is reported. Speed
 is timed round-robin over the precisions after a warm-up, median and range
 over --repeats. The dense encoder's table is eval/bench_dense.py's; these
 models have no peer library here, so ratios are against our own fp32. Writes
@@ -18,6 +22,7 @@ without bf16 gets.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -35,19 +40,24 @@ from retrieval import precision as precisions  # noqa: E402
 from retrieval.collections import data_dir, load_documents, load_qrels, load_topics  # noqa: E402
 from retrieval.evaluation import evaluate  # noqa: E402
 from retrieval.index import Index, build_index  # noqa: E402
+from retrieval.late import DEFAULT_CHECKPOINT  # noqa: E402
 from retrieval.late import encoder as late_encoder  # noqa: E402
+from retrieval.late.config import TrainConfig  # noqa: E402
 from retrieval.late.model import LateModel, maxsim  # noqa: E402
+from retrieval.late.train import heldout_queries  # noqa: E402
 from retrieval.qa import reader as reader_module  # noqa: E402
 from retrieval.qa.marginal import marginalise  # noqa: E402
 from retrieval.qa.metrics import evaluate as squad_evaluate  # noqa: E402
 from retrieval.qa.pipeline import best_answers  # noqa: E402
 from retrieval.qa.reader import SpanReader  # noqa: E402
-from retrieval.qa.squad import gold_answers, passage_id, read_squad  # noqa: E402
+from retrieval.qa.squad import gold_answers, load_examples, passage_id, read_squad  # noqa: E402
 from retrieval.sparse.rankers import BM25  # noqa: E402
 from retrieval.types import Run, rank  # noqa: E402
 
 warnings.filterwarnings("ignore", category=UserWarning)
 DEPTH = 100
+LATE_LIMIT = 0.003    # nDCG@10 a precision may cost late interaction (retrieval/late/encoder.py)
+READER_LIMIT = 0.5    # closed-setting F1 points a precision may cost the reader (retrieval/qa/reader.py)
 
 
 def timings(fns: dict, repeats: int) -> dict[str, list[float]]:
@@ -67,16 +77,16 @@ def rate_cell(n: int, seconds: list[float]) -> str:
     return f"{n / statistics.median(seconds):.1f} ({n / max(seconds):.1f}–{n / min(seconds):.1f})"
 
 
-def bm25_top(workdir: Path) -> Run:
-    """SciFact test BM25 top-100 (query ids removed from their hits, as Anserini does)."""
+def bm25_top(workdir: Path, topics: str = "scifact") -> Run:
+    """SciFact BM25 top-100 for `topics` (query ids removed from their hits, as Anserini does)."""
     path = workdir / "scifact"
     if not (path / "manifest.json").is_file():
         build_index(load_documents("scifact"), path, source="collection:scifact", progress=False)
-    run = BM25(Index.open(path), k1=0.9, b=0.4, hits=1000)(load_topics("scifact"))
+    run = BM25(Index.open(path), k1=0.9, b=0.4, hits=1000)(load_topics(topics))
     return run.without_query_ids().cut(DEPTH)
 
 
-def late_ndcg(model: LateModel, first: Run, texts: dict[str, str], queries) -> float:
+def late_ndcg(model: LateModel, first: Run, texts: dict[str, str], queries, qrels) -> float:
     """nDCG@10 of the first stage's top 100 reranked by MaxSim, every document encoded once."""
     union = sorted({d for hits in first.values() for d, _ in hits})
     docs = dict(zip(union, model.documents([texts[d] for d in union])))
@@ -85,10 +95,26 @@ def late_ndcg(model: LateModel, first: Run, texts: dict[str, str], queries) -> f
         ids = [d for d, _ in first[q]]
         offsets = np.concatenate([[0], np.cumsum([len(docs[d]) for d in ids])]).astype(np.int64)
         reranked[q] = rank(zip(ids, maxsim(emb, np.concatenate([docs[d] for d in ids]), offsets).tolist()))
-    return evaluate(Run(reranked), load_qrels("scifact"), ["nDCG@10"])["nDCG@10"]
+    return evaluate(Run(reranked), qrels, ["nDCG@10"])["nDCG@10"]
 
 
-def late_rows(args) -> list[str]:
+def late_validation(args, texts: dict[str, str]) -> tuple[Run, dict, dict]:
+    """The checkpoint's own held-out SciFact *training* queries (never trained on): their BM25
+    top 100, texts and qrels; the split is the one training used (its recorded seed and share)."""
+    from safetensors import safe_open
+
+    with safe_open(str(DEFAULT_CHECKPOINT), framework="numpy") as f:
+        recorded = json.loads(f.metadata()["info"])["config"]
+    cfg = TrainConfig(seed=recorded["seed"], holdout=recorded["holdout"])
+    queries, qrels = load_topics("scifact:train"), load_qrels("scifact:train")
+    qids = [q for q in queries if q in qrels and any(d in texts for d in qrels[q])]
+    held = heldout_queries(qids, cfg)
+    first = bm25_top(args.workdir, "scifact:train")
+    return (Run({q: first[q] for q in first if q in held}), queries,
+            {q: qrels[q] for q in held})
+
+
+def late_rows(args) -> tuple[list[str], str]:
     corpus = list(load_documents("scifact"))
     texts = {d.id: d.contents for d in corpus}
     rng = np.random.default_rng(0)
@@ -96,38 +122,69 @@ def late_rows(args) -> list[str]:
     models = {p: LateModel(None, threads=args.threads, precision=p) for p in args.precisions}
     auto = precisions.resolve(precisions.AUTO, int8_within_limit=late_encoder.INT8_WITHIN_LIMIT)
     times = timings({p: (lambda m=m: m.documents(sample)) for p, m in models.items()}, args.repeats)
-    first, queries = bm25_top(args.workdir), load_topics("scifact")
-    ndcg = {p: late_ndcg(m, first, texts, queries) for p, m in models.items()}
-    rows = [f"| precision | documents/s median (range over {args.repeats}) | × fp32 | SciFact nDCG@10 "
-            "(BM25 top-100 reranked) | Δ vs fp32 |", "|---|---:|---:|---:|---:|"]
+    val_first, val_queries, val_qrels = late_validation(args, texts)
+    valid = {p: late_ndcg(m, val_first, texts, val_queries, val_qrels) for p, m in models.items()}
+    first, queries, qrels = bm25_top(args.workdir), load_topics("scifact"), load_qrels("scifact")
+    test = {p: late_ndcg(m, first, texts, queries, qrels) for p, m in models.items()}
+    rows = [f"| precision | documents/s median (range over {args.repeats}) | × fp32 | validation nDCG@10 "
+            "| Δ vs fp32 | test nDCG@10 | Δ vs fp32 |", "|---|---:|---:|---:|---:|---:|---:|"]
     for p in models:
-        rows.append(f"| {_label(p, auto)} | {rate_cell(args.sample, times[p])} | "
-                    f"{statistics.median(times['fp32']) / statistics.median(times[p]):.2f}× | {ndcg[p]:.4f} |"
-                    f" {ndcg[p] - ndcg['fp32']:+.4f} |")
-    return rows
+        speedup = statistics.median(times["fp32"]) / statistics.median(times[p])
+        rows.append(f"| {_label(p, auto)} | {rate_cell(args.sample, times[p])} | {speedup:.2f}× |"
+                    f" {valid[p]:.4f} | {valid[p] - valid['fp32']:+.4f} | {test[p]:.4f} |"
+                    f" {test[p] - test['fp32']:+.4f} |")
+    measured_on = f"{len(val_qrels)} held-out SciFact training queries, BM25 top-100 reranked, nDCG@10"
+    verdict = decision("late interaction", valid.get("int8", float("nan")) - valid["fp32"], LATE_LIMIT,
+                       late_encoder.INT8_WITHIN_LIMIT, measured_on, "late/encoder.py")
+    return rows, verdict
 
 
-def reader_rows(args) -> list[str]:
-    examples = read_squad(data_dir() / "xquad-en" / "xquad.en.json")
-    readers = {p: SpanReader(precision=p, threads=args.threads) for p in args.precisions}
-    auto = precisions.resolve(precisions.AUTO, int8_within_limit=reader_module.INT8_WITHIN_LIMIT)
-    head = examples[:args.sample]
-    times = timings({p: (lambda r=r: r.read([e.question for e in head], [e.context for e in head]))
-                     for p, r in readers.items()}, args.repeats)
+def reader_scores(readers: dict, examples: list) -> dict[str, dict[str, float]]:
+    """Closed-setting SQuAD EM/F1 of each reader (every question read with its own paragraph)."""
     gold, scores = gold_answers(examples), {}
     for p, reader in readers.items():
         readings = reader.read([e.question for e in examples], [e.context for e in examples])
         pred = {e.id: best_answers({e.id: marginalise([passage_id(e.context)], [1.0], [r])})[e.id]
                 for e, r in zip(examples, readings)}
         scores[p] = squad_evaluate(gold, pred)
-    rows = [f"| precision | questions/s median (range over {args.repeats}) | × fp32 | closed EM | closed F1 |"
-            " Δ EM / F1 vs fp32 |", "|---|---:|---:|---:|---:|---:|"]
+    return scores
+
+
+def reader_rows(args) -> tuple[list[str], str]:
+    examples = read_squad(data_dir() / "xquad-en" / "xquad.en.json")
+    validation = [e for e in load_examples("squad2-dev:validation") if not e.impossible]
+    readers = {p: SpanReader(precision=p, threads=args.threads) for p in args.precisions}
+    auto = precisions.resolve(precisions.AUTO, int8_within_limit=reader_module.INT8_WITHIN_LIMIT)
+    head = examples[:args.sample]
+    times = timings({p: (lambda r=r: r.read([e.question for e in head], [e.context for e in head]))
+                     for p, r in readers.items()}, args.repeats)
+    valid, scores = reader_scores(readers, validation), reader_scores(readers, examples)
+    rows = [f"| precision | questions/s median (range over {args.repeats}) | × fp32 | validation EM / F1 |"
+            " Δ vs fp32 | test EM / F1 | Δ vs fp32 |", "|---|---:|---:|---:|---:|---:|---:|"]
     for p in readers:
-        em, f1 = scores[p]["exact"], scores[p]["f1"]
         speedup = statistics.median(times["fp32"]) / statistics.median(times[p])
-        rows.append(f"| {_label(p, auto)} | {rate_cell(len(head), times[p])} | {speedup:.2f}× | {em:.1f} |"
-                    f" {f1:.1f} | {em - scores['fp32']['exact']:+.1f} / {f1 - scores['fp32']['f1']:+.1f} |")
-    return rows
+        cells = []
+        for got in (valid, scores):
+            em, f1 = got[p]["exact"], got[p]["f1"]
+            base = got["fp32"]
+            cells.append(f"{em:.1f} / {f1:.1f} | {em - base['exact']:+.1f} / {f1 - base['f1']:+.1f}")
+        rows.append(f"| {_label(p, auto)} | {rate_cell(len(head), times[p])} | {speedup:.2f}× | "
+                    + " | ".join(cells) + " |")
+    delta = valid["int8"]["f1"] - valid["fp32"]["f1"] if "int8" in valid else float("nan")
+    verdict = decision("the reader", delta, READER_LIMIT, reader_module.INT8_WITHIN_LIMIT,
+                       f"{len(validation)} answerable squad2-dev:validation questions, closed-setting F1",
+                       "qa/reader.py")
+    return rows, verdict
+
+
+def decision(model: str, delta: float, limit: float, chosen: bool, measured_on: str, where: str) -> str:
+    """Whether int8 is within the loss limit on validation, and whether the package's choice agrees."""
+    within = delta >= -limit
+    agrees = "agrees" if within == chosen else "DISAGREES: change INT8_WITHIN_LIMIT in retrieval/" + where
+    return (f"Decision for {model} (on {measured_on}): int8 changes it by {delta:+.4g} against a limit of"
+            f" -{limit:g}, so int8 is {'within' if within else 'beyond'} the limit; `auto` without bf16"
+            f" uses {'int8' if chosen else 'fp32'} ({agrees}). Test columns are reported, never used to"
+            " choose.")
 
 
 def _label(precision: str, auto: str) -> str:
@@ -146,15 +203,18 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "precision.md")
     args = ap.parse_args()
     args.precisions = list(dict.fromkeys(["fp32", *args.precisions]))
-    late, reader = late_rows(args), reader_rows(args)
+    (late, late_verdict), (reader, reader_verdict) = late_rows(args), reader_rows(args)
     publish(args.out, "\n".join([
         "# Late interaction and the QA reader in each precision", "",
         f"{args.threads} cores; **auto** is each model's default on this CPU (`retrieval.precision`)."
         f" Speed is timed round-robin on {args.sample} SciFact documents / XQuAD-en questions after a"
         " warm-up.", "",
-        "Late-interaction document encoding (committed checkpoint, max length 256):", "", *late, "",
-        "QA reader (committed reader, windows of 384 tokens), closed setting over all 1,190 XQuAD-en"
-        " questions:", "", *reader, "",
+        "Late-interaction document encoding (committed checkpoint, max length 256); validation: the"
+        " checkpoint's held-out SciFact training queries, test: SciFact test, each BM25 top-100"
+        " reranked:", "", *late, "", late_verdict, "",
+        "QA reader (committed reader, windows of 384 tokens), closed setting; validation: the answerable"
+        " squad2-dev:validation questions (articles the reader never trained on), test: all 1,190"
+        " XQuAD-en questions:", "", *reader, "", reader_verdict, "",
         "Machine: " + machine_line("torch", "transformers"), "",
         ""]))
 

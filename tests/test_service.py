@@ -217,6 +217,13 @@ def test_ask_over_http_and_on_the_page(tmp_path):
         assert "Shakespeare" in best["answer"] and best["evidence"][0]["passage_id"] == "p1"
         e = best["evidence"][0]
         assert e["passage"][e["start"]:e["end"]] == best["answer"]
+        for pipeline in ("dense", "hybrid"):  # the neural first stages over HTTP too
+            status, reply = call(port, "POST", "/api/search", {"query": "the capital of France",
+                                                               "pipeline": pipeline, "k": 2})
+            assert status == 200 and reply["results"][0]["id"] == "p3", pipeline
+        _, info = call(port, "GET", "/api/info")
+        offered = [p["pipeline"] for p in info["pipelines"]]
+        assert "dense" in offered and "hybrid" in offered
         if _chromium() is None:
             return
         url = f"http://127.0.0.1:{port}/?q=Who+wrote+Hamlet%3F&p=0&mode=ask"

@@ -95,6 +95,13 @@ def rerank_cached(w: np.ndarray | None, qstates: Packed, qindex: dict[str, int],
     return Run(out)
 
 
+def heldout_queries(qids: list[str], cfg: TrainConfig) -> set[str]:
+    """The training queries held out for validation: a seeded `holdout` share of `qids` (those
+    with a judged document in the corpus), the same whichever machine or run asks."""
+    order = sorted(qids, key=lambda q: random.Random(f"{cfg.seed}:{q}").random())
+    return set(order[:int(len(order) * cfg.holdout)])
+
+
 def fuse(first: Run, late: Run, weight: float, depth: int) -> Run:
     """weight * minmax(first stage) + (1 - weight) * minmax(late), over the top `depth`."""
     return Run({q: interpolate_ranking(first[q][:depth], late[q], weight) for q in late})
@@ -141,8 +148,7 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     qids = [q for q in queries if q in qrels and any(d in dindex for d in qrels[q])]
     qstates = cached_states(encoder, [queries[q] for q in qids], True, cache_dir, desc="queries")
     qindex = {q: i for i, q in enumerate(qids)}
-    order = sorted(qids, key=lambda q: random.Random(f"{cfg.seed}:{q}").random())
-    held = set(order[:int(len(order) * cfg.holdout)])
+    held = heldout_queries(qids, cfg)
     pairs = [(qstates, qindex[q], dstates, dindex[d], q) for q in qids if q not in held
              for d, g in qrels[q].items() if g > 0 and d in dindex]
     if cfg.titles:
