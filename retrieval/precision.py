@@ -13,12 +13,14 @@ a text's embedding moves slightly with its batch-mates (cosine to fp32 about
 
 `auto`, the default everywhere, picks the fastest path that stays within each
 model's loss limit: bf16 where the CPU has bf16 instructions; else int8 where
-torch's x86 quantised kernels run (every x86-64 CPU with AVX2) and int8 meets
-the model's limit; else fp32 (also on ARM, not measured here). Measured
-(eval/results/dense.md, eval/results/precision.md): the dense encoder's int8
-is within 0.005 SciFact nDCG@10 of fp32; late interaction's is not (token
-embeddings are more sensitive than pooled ones: BM25 top-100 reranked 0.7632
-vs 0.7679), so late interaction runs fp32 without bf16.
+torch's x86 quantised kernels run (every x86-64 CPU with AVX2) and int8 met the
+model's limit on validation data (each model's INT8_WITHIN_LIMIT, decided by
+eval/bench_dense.py and eval/bench_precision.py on validation splits, never on
+test); else fp32 (also on ARM, not measured here). On the AMD EPYC measured:
+late interaction runs int8 (+0.0078 nDCG@10 on held-out SciFact training
+queries, limit 0.003); the dense encoder (-0.0052 on SciFact training queries,
+limit 0.005) and the reader (-1.7 F1 on squad2-dev:validation, limit 0.5)
+run fp32.
 
 Set RETRIEVAL_NO_BF16=1 to make the package behave as if the CPU lacked bf16
 instructions; CI runs the model tests that way so the common CPU is covered

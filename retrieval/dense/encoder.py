@@ -41,9 +41,10 @@ from retrieval.storage import sha256_file  # noqa: E402
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 PRECISIONS = (precisions.AUTO, *precisions.TORCH_PRECISIONS, "onnx", "onnx-int8")
-# int8 costs the encoder less than the 0.005 nDCG@10 we allow on validation (scifact:train), so `auto`
-# runs int8 on CPUs without bf16; eval/bench_dense.py decides it on validation and says so.
-INT8_WITHIN_LIMIT = True
+# On validation (SciFact's 809 training queries) int8 costs the encoder 0.0052 nDCG@10, beyond the 0.005
+# we allow, so `auto` runs fp32 on CPUs without bf16 (eval/bench_dense.py decides it there; on the test
+# queries int8 happened to gain 0.0014, which is never used to choose).
+INT8_WITHIN_LIMIT = False
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 POOLING_MODES = ("cls", "mean", "max", "mean_sqrt_len")
 
