@@ -1,6 +1,7 @@
 """Benchmark: BM25 cost against collection size (synthetic corpora), this project vs bm25s, one run.
 
     python eval/bench_scale.py [--sizes 100000 1000000 8800000] [--scratch /tmp/scale] [--repeats 3]
+                               [--bm25s-backends numpy numba] [--reuse SIZE ...]
 
 Corpora come from ../shared/tools/synth_corpus.py (1,000 queries each), generated
 into --scratch (never into the repository) when missing; indexes are built
@@ -14,12 +15,14 @@ Each side at its best setting, labelled in the table:
   (`bm25s.tokenize`, English stopwords, no stemmer: PyStemmer is not
   installed) on its one process. Time to a saved index, one run.
 - search, end to end (query text in, per-query doc ids and scores out), top k
-  for k = 10, 100, 1000 on 1 and 2 threads: ours with the MaxScore kernel
-  (exact: the same top k, float64 scores and tie order as exhaustive scoring)
-  and the exhaustive reference (the previous default; k=10 only);
-  bm25s with each backend that runs here (numpy, numba) at n_threads 1 and 2,
-  the best of them shown (its retrieve pads results with non-matching
-  documents and breaks ties arbitrarily).
+  for k = 10, 100, 1000 on 1 and 2 threads: ours with its default ("auto",
+  which picks the compiled exhaustive or MaxScore kernel; both exact: the
+  same top k, float64 scores and tie order), and each kernel forced at k=10
+  on 1 thread; bm25s with each backend in --bm25s-backends (numpy, numba)
+  at n_threads 1 and 2, the best of them shown (its retrieve pads results
+  with non-matching documents and breaks ties arbitrarily).
+- bm25s's build runs under an address-space limit (--bm25s-memory-gb); past
+  it, the table says it did not build, and bm25s is not searched at that size.
 Median queries/s over --repeats timed runs after a warm-up, with the range.
 Writes eval/results/scale.md and the log-log plot eval/results/scale.png.
 """
@@ -81,9 +84,11 @@ def child_build_ours(corpus: Path, index: Path) -> dict:
             "bytes": dir_bytes(index / "inverted"), "total_bytes": dir_bytes(index)}
 
 
-def child_build_bm25s(corpus: Path, out: Path) -> dict:
+def child_build_bm25s(corpus: Path, out: Path, memory_gb: int) -> dict:
     import bm25s
 
+    limit = memory_gb << 30  # a MemoryError here, not the kernel's OOM killer on the whole machine
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     start = time.perf_counter()
     with open(corpus / "corpus.jsonl") as f:
         texts = [(d["title"] + " " + d["text"]).strip() for d in map(json.loads, f)]
@@ -105,27 +110,28 @@ def child_search_ours(corpus: Path, index_path: Path, repeats: int) -> dict:
     for threads in THREADS:
         for k in KS:
             ranker = BM25(index, k1=0.9, b=0.4, hits=k, threads=threads)
-            out[f"maxscore/{k}/{threads}"] = timings(lambda r=ranker: r(queries), repeats)
+            out[f"ours/{k}/{threads}"] = timings(lambda r=ranker: r(queries), repeats)
+            out[f"method/{k}"] = ranker.searcher.auto_method(k)
     ranker = BM25(index, k1=0.9, b=0.4, hits=10, threads=1)
+    for method in ("maxscore", "exhaustive"):  # both exact paths, whichever "auto" picks
+        def search(method=method):
+            weighted = [ranker.weighted(ranker.analyse(t)) for t in queries.values()]
+            results = ranker.searcher.search_many(weighted, 10, 1, method=method)
+            return [(index.doc_id_objects[d], s) for d, s in results]
 
-    def exhaustive():
-        weighted = [ranker.weighted(ranker.analyse(t)) for t in queries.values()]
-        results = ranker.searcher.search_many(weighted, 10, 1, method="exhaustive")
-        return [(index.doc_id_objects[d], s) for d, s in results]
-
-    out["exhaustive/10/1"] = timings(exhaustive, max(1, min(repeats, 2)))
+        out[f"{method}/10/1"] = timings(search, repeats)
     out["rss"] = peak_rss_gb()
     return out
 
 
-def child_search_bm25s(corpus: Path, model_dir: Path, repeats: int) -> dict:
+def child_search_bm25s(corpus: Path, model_dir: Path, repeats: int, backends: str) -> dict:
     import bm25s
     import numpy as np
 
     queries = read_queries(corpus)
     texts = list(queries.values())
     out = {}
-    for backend in ("numpy", "numba"):
+    for backend in backends.split(","):
         try:
             model = bm25s.BM25.load(str(model_dir), mmap=False)
             model.backend = backend
@@ -160,11 +166,13 @@ CHILDREN = {"build-ours": child_build_ours, "build-bm25s": child_build_bm25s,
             "search-ours": child_search_ours, "search-bm25s": child_search_bm25s}
 
 
-def in_child(kind: str, *args: str) -> dict:
+def in_child(kind: str, *args: str, may_fail: bool = False) -> dict:
     env = os.environ | {"TQDM_DISABLE": "1", "PYTHONPATH": str(HERE.parent)}
     proc = subprocess.run([sys.executable, __file__, "--child", kind, *args], env=env,
                           capture_output=True, text=True)
     if proc.returncode != 0:
+        if may_fail:
+            return {"error": (proc.stderr.strip().splitlines() or ["killed"])[-1][:200]}
         raise SystemExit(f"{kind} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -187,22 +195,26 @@ def best_bm25s(search: dict, k: int, n: int) -> tuple[tuple[float, float, float]
     return max(options, key=lambda o: o[0][0]) if options else None
 
 
-def run_size(n: int, scratch: Path, repeats: int, rebuild: bool) -> dict:
+def run_size(n: int, scratch: Path, repeats: int, rebuild: bool, backends: list[str], memory_gb: int) -> dict:
     corpus = scratch / f"synth-{n}"
     if not (corpus / "queries.jsonl").is_file():
         subprocess.run([sys.executable, str(TOOL), str(corpus), str(n), "1000"], check=True)
     index, model_dir = scratch / f"ours-{n}", scratch / f"bm25s-{n}"
-    result = {"docs": n, "queries": len(read_queries(corpus))}
-    builds = (("build_ours", "build-ours", index), ("build_bm25s", "build-bm25s", model_dir))
-    for name, kind, target in builds:
+    result = {"docs": n, "queries": len(read_queries(corpus)), "bm25s_backends": backends}
+    builds = (("build_ours", "build-ours", index, ()),
+              ("build_bm25s", "build-bm25s", model_dir, (str(memory_gb),)))
+    for name, kind, target, extra in builds:
         record = target.with_name(target.name + ".build.json")  # reused while the index is there
         if not (record.is_file() and target.is_dir()) or rebuild:
-            record.write_text(json.dumps(in_child(kind, str(corpus), str(target))))
+            record.write_text(json.dumps(in_child(kind, str(corpus), str(target), *extra,
+                                                  may_fail=kind == "build-bm25s")))
         else:
             result.setdefault("builds_reused", []).append(name)
         result[name] = json.loads(record.read_text())
     result["search_ours"] = in_child("search-ours", str(corpus), str(index), str(repeats))
-    result["search_bm25s"] = in_child("search-bm25s", str(corpus), str(model_dir), str(repeats))
+    result["search_bm25s"] = ({} if "error" in result["build_bm25s"] else
+                              in_child("search-bm25s", str(corpus), str(model_dir), str(repeats),
+                                       ",".join(backends), may_fail=True))
     print(json.dumps(result), file=sys.stderr)
     (scratch / f"result-{n}.json").write_text(json.dumps(result))
     return result
@@ -213,26 +225,39 @@ def table(results: list[dict]) -> str:
     for r in results:
         n, q = r["docs"], r["queries"]
         bo, bb = r["build_ours"], r["build_bm25s"]
-        lines.append(f"| {n:,} | build s (ours 2 processes; bm25s 1, own tokenizer) | {bo['seconds']:,.1f} | "
-                     f"{bb['seconds']:,.1f} | {bb['seconds'] / bo['seconds']:.2f}x (speed) |")
-        lines.append(f"| {n:,} | build peak RSS GB | {bo['rss']:.2f} | {bb['rss']:.2f} | |")
+        if "error" in bb:
+            lines.append(f"| {n:,} | build s (ours 2 processes) | {bo['seconds']:,.1f} | did not build: "
+                         f"{bb['error']} | |")
+            lines.append(f"| {n:,} | build peak RSS GB | {bo['rss']:.2f} | | |")
+        else:
+            lines.append(f"| {n:,} | build s (ours 2 processes; bm25s 1, own tokenizer) | "
+                         f"{bo['seconds']:,.1f} | {bb['seconds']:,.1f} | {bb['seconds'] / bo['seconds']:.2f}x"
+                         " (speed) |")
+            lines.append(f"| {n:,} | build peak RSS GB | {bo['rss']:.2f} | {bb['rss']:.2f} | |")
+        size = f"{bb['bytes'] / 1e9:.2f}" if "bytes" in bb else ""
         lines.append(f"| {n:,} | index size GB (ours: postings + impacts; with doc store "
-                     f"{bo['total_bytes'] / 1e9:.2f}) | {bo['bytes'] / 1e9:.2f} | "
-                     f"{bb['bytes'] / 1e9:.2f} | |")
+                     f"{bo['total_bytes'] / 1e9:.2f}) | {bo['bytes'] / 1e9:.2f} | {size} | |")
         so, sb = r["search_ours"], r["search_bm25s"]
         for k in KS:
             for threads in THREADS:
-                ours = qps(so[f"maxscore/{k}/{threads}"], q)
+                ours = qps(so[f"ours/{k}/{threads}"], q)
                 best = best_bm25s(sb, k, q)
                 peer = f"{fmt(best[0])} [{best[1]}]" if best else "n/a"
                 ratio = f"{ours[0] / best[0][0]:.1f}x" if best else ""
-                lines.append(f"| {n:,} | q/s top-{k}, {threads} thread(s) | {fmt(ours)} | {peer} | {ratio} |")
-        ex = qps(so["exhaustive/10/1"], q)
-        lines.append(f"| {n:,} | q/s top-10, 1 thread, ours exhaustive (previous default) | {fmt(ex)} | | |")
-        lines.append(f"| {n:,} | search peak RSS GB | {so['rss']:.2f} | {sb['rss']:.2f} | |")
+                lines.append(f"| {n:,} | q/s top-{k}, {threads} thread(s) (ours: {so[f'method/{k}']}) | "
+                             f"{fmt(ours)} | {peer} | {ratio} |")
+        for method in ("maxscore", "exhaustive"):
+            rate = fmt(qps(so[f"{method}/10/1"], q))
+            lines.append(f"| {n:,} | q/s top-10, 1 thread, ours {method} | {rate} | | |")
+        peer_rss = f"{sb['rss']:.2f}" if "rss" in sb else ""
+        lines.append(f"| {n:,} | search peak RSS GB | {so['rss']:.2f} | {peer_rss} | |")
         errors = [f"{k}: {v}" for k, v in sb.items() if k.endswith("/error")]
+        skipped = [b for b in ("numpy", "numba") if b not in r.get("bm25s_backends", ["numpy", "numba"])]
         if errors:
             lines.append(f"| {n:,} | bm25s backends that did not run | {'; '.join(errors)[:200]} | | |")
+        if skipped:
+            lines.append(f"| {n:,} | bm25s backends not tried (--bm25s-backends) | {', '.join(skipped)}"
+                         " | | |")
     return "\n".join(lines)
 
 
@@ -242,9 +267,9 @@ def plot(results: list[dict]) -> str:
 
     docs = np.array([r["docs"] for r in results], dtype=float)
     series = {
-        "ours (MaxScore)": [1e3 / qps(r["search_ours"]["maxscore/10/1"], r["queries"])[0] for r in results],
-        "ours exhaustive (previous)": [1e3 / qps(r["search_ours"]["exhaustive/10/1"], r["queries"])[0]
-                                       for r in results],
+        f"ours {method}": [1e3 / qps(r["search_ours"][f"{method}/10/1"], r["queries"])[0] for r in results]
+        for method in ("exhaustive", "maxscore")
+    } | {
         "bm25s (best of backends, 1 thread)": [
             1e3 / best[0][0] if (best := best_bm25s({k: v for k, v in r["search_bm25s"].items()
                                                      if k.endswith("/1") or "/" not in k}, 10, r["queries"]))
@@ -262,7 +287,7 @@ def plot(results: list[dict]) -> str:
     fig, ax = plt.subplots(figsize=(6, 4.2))
     for name, ms in series.items():
         ax.loglog(docs, ms, marker="o", label=f"{name} (slope {slopes[name]:.2f})")
-    ax.loglog(docs, docs / docs[0] * series["ours exhaustive (previous)"][0], ":", color="grey",
+    ax.loglog(docs, docs / docs[0] * series["ours exhaustive"][0], ":", color="grey",
               label="linear in documents")
     ax.set_xlabel("documents")
     ax.set_ylabel("ms per query (top-10, 1 thread)")
@@ -277,7 +302,7 @@ def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         kind, args = sys.argv[2], sys.argv[3:]
         fn = CHILDREN[kind]
-        conv = [Path(a) if i < 2 else int(a) for i, a in enumerate(args)]
+        conv = [Path(a) if i < 2 else a if i == 3 else int(a) for i, a in enumerate(args)]
         print(json.dumps(fn(*conv)))
         return
     sys.path[:0] = [str(HERE), str(HERE.parent)]
@@ -291,9 +316,14 @@ def main() -> None:
                    help="rebuild indexes that --scratch holds from an earlier run (with their timings)")
     p.add_argument("--reuse", type=int, nargs="*", default=[],
                    help="sizes measured by an earlier run (JSON in --scratch): tabulate them as they are")
+    p.add_argument("--bm25s-backends", nargs="+", default=["numpy", "numba"], choices=["numpy", "numba"],
+                   help="bm25s backends to time (numpy takes minutes per run at millions of documents)")
+    p.add_argument("--bm25s-memory-gb", type=int, default=20,
+                   help="address-space limit of bm25s's build; beyond it the row says it did not build")
     args = p.parse_args()
     results = [json.loads((args.scratch / f"result-{n}.json").read_text()) if n in args.reuse
-               else run_size(n, args.scratch, args.repeats, args.rebuild) for n in args.sizes]
+               else run_size(n, args.scratch, args.repeats, args.rebuild, args.bm25s_backends,
+                             args.bm25s_memory_gb) for n in args.sizes]
     slopes = plot(results)
     reused = (f" Sizes {', '.join(f'{n:,}' for n in args.reuse)} were measured by an earlier invocation"
               " (recorded in --scratch) and tabulated with --reuse." if args.reuse else "")

@@ -122,3 +122,31 @@ def test_index_without_stored_impacts_opens_and_computes_them(cacm_index, tmp_pa
     (old / storage.MANIFEST).write_text(json.dumps(manifest))
     queries = load_topics("cacm")
     assert BM25(Index.open(old))(queries) == BM25(cacm_index)(queries)
+
+
+@pytest.mark.parametrize("window", [1, 2, 7, 64])
+def test_exhaustive_kernel_is_the_same_for_any_window(window, tmp_path):
+    """Windows of documents only bound the accumulators: any window size gives the reference top k."""
+    from retrieval.sparse import kernels
+
+    rng = np.random.default_rng(window)
+    builder = InvertedIndexBuilder()
+    for _ in range(500):
+        builder.add([f"t{t}" for t in rng.zipf(1.5, size=int(rng.integers(1, 10))) % 25])
+    builder.write(tmp_path)
+    index = InvertedIndex(tmp_path)
+    impacts = rng.choice([0.0, 0.5, 1.0, 2.5], size=len(index.docnos))
+    queries = [sorted({int(t): float(rng.choice([0.0, 1.0, 2.0])) for t in
+                       rng.integers(0, index.num_terms, size=int(rng.integers(1, 6)))}.items())
+               for _ in range(20)]
+    searcher = ImpactSearcher(index, impacts)
+    query_ptr = np.cumsum([0] + [len(q) for q in queries])
+    terms = np.array([t for q in queries for t, _ in q], dtype=np.int64)
+    weights = np.array([w for q in queries for _, w in q])
+    for k in (1, 10, 600):
+        docs, scores = np.empty((len(queries), k), np.int64), np.empty((len(queries), k))
+        counts = np.empty(len(queries), np.int64)
+        kernels.exhaustive_batch(index.indptr, index.docnos, impacts, query_ptr, terms, weights, k, window,
+                                 docs, scores, counts)
+        got = [(docs[r, :n], scores[r, :n]) for r, n in enumerate(counts)]
+        assert same(got, [searcher.search(q, k) for q in queries]), k

@@ -117,23 +117,3 @@ def test_ties_at_the_cut_go_to_the_smallest_doc_ids(tmp_path):
         run = BM25(index, hits=k)(Queries({"q": "words"}))
         assert [d for d, _ in run["q"]] == ["d1", "d2", "d4"][:k]
     assert [d for d, _ in QueryLikelihood(index, hits=2)(Queries({"q": "words"}))["q"]] == ["d1", "d2"]
-
-
-def _exact_order(row: np.ndarray, k: int) -> tuple[list[int], list[float]]:
-    columns = [c for c in sorted(range(len(row)), key=lambda c: (-row[c], c)) if row[c] > 0][:k]
-    return columns, [float(row[c]) for c in columns]
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_vectorised_top_k_matches_a_plain_sort(seed):
-    """Score desc, column asc, positive only; ties, near-ties (1 ulp apart) and zeros included."""
-    from retrieval.sparse.searcher import top_k_rows
-
-    rng = np.random.default_rng(seed)
-    rows, n = 7, int(rng.integers(1, 300))
-    base = np.round(rng.random((rows, n)) * 3, 1)  # many exact ties
-    nudged = np.nextafter(base, np.inf)  # same high bits, different scores
-    scores = np.where(rng.random((rows, n)) < 0.2, nudged, base) * (rng.random((rows, n)) < 0.7)
-    for k in (1, 3, n // 2 + 1, n, n + 5):
-        for row, (columns, top) in zip(scores, top_k_rows(scores, k)):
-            assert (columns.tolist(), top.tolist()) == _exact_order(row, k)
