@@ -7,9 +7,10 @@ Both paths give the same top k, scores and order (tests/test_maxscore.py); only
 speed differs. MaxScore's cost follows the postings it reads and grows with k
 (a larger heap, a lower k-th score, less pruning), and it pays per document
 for the lists it skips; the exhaustive kernel reads every posting of the
-query's terms, term at a time within cache-sized windows of documents. The searcher's "auto" rule (retrieval/sparse/searcher.py,
-PRUNE_DOCS_PER_HIT) picks MaxScore when the collection has at least that many
-documents per hit asked for; this table is the evidence for the constant.
+query's terms, term at a time within cache-sized windows of documents. The
+searcher's "auto" rule (retrieval/sparse/searcher.py, PRUNE_DOCS_PER_HIT)
+picks MaxScore when the collection has at least that many documents per hit
+asked for; this table is the evidence for the constant.
 BM25 (k1=0.9, b=0.4), one thread, queries already analysed; q/s is the median
 (min-max) of the timed runs after a warm-up. `--synthetic` adds indexes built
 by eval/bench_scale.py (their queries are read from the corpus directory
