@@ -73,6 +73,20 @@ def _sift_up(scores, docs, i):
 
 
 @njit(nogil=True, cache=True)
+def _drain(heap_scores, heap_docs, size, out_docs, out_scores):
+    """Empty the heap into out_*, best first (the worst hit goes to the back each time); returns the count."""
+    n = size
+    while size > 0:
+        size -= 1
+        out_scores[size] = heap_scores[0]
+        out_docs[size] = heap_docs[0]
+        heap_scores[0] = heap_scores[size]
+        heap_docs[0] = heap_docs[size]
+        _sift_down(heap_scores, heap_docs, size, 0)
+    return n
+
+
+@njit(nogil=True, cache=True)
 def _seek(docnos, p, end, target):
     """First position in [p, end) whose docno is >= target (end if none): galloping search."""
     if p >= end or docnos[p] >= target:
@@ -180,16 +194,7 @@ def maxscore_top_k(indptr, docnos, impacts, max_impacts, terms, weights, k, num_
             present[i] = False
         doc = following
 
-    # Best first: repeatedly take the worst hit off the heap and place it at the back.
-    n = size
-    while size > 0:
-        size -= 1
-        out_scores[size] = heap_scores[0]
-        out_docs[size] = heap_docs[0]
-        heap_scores[0] = heap_scores[size]
-        heap_docs[0] = heap_docs[size]
-        _sift_down(heap_scores, heap_docs, size, 0)
-    return n
+    return _drain(heap_scores, heap_docs, size, out_docs, out_scores)
 
 
 @njit(nogil=True, cache=True)
@@ -284,15 +289,7 @@ def exhaustive_top_k(indptr, docnos, impacts, terms, weights, k, window_scores, 
                 heap_docs[0] = doc
                 _sift_down(heap_scores, heap_docs, size, 0)
                 threshold = heap_scores[0]
-    n = size
-    while size > 0:
-        size -= 1
-        out_scores[size] = heap_scores[0]
-        out_docs[size] = heap_docs[0]
-        heap_scores[0] = heap_scores[size]
-        heap_docs[0] = heap_docs[size]
-        _sift_down(heap_scores, heap_docs, size, 0)
-    return n
+    return _drain(heap_scores, heap_docs, size, out_docs, out_scores)
 
 
 @njit(nogil=True, cache=True)

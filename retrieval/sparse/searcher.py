@@ -119,14 +119,14 @@ class ImpactSearcher:
                      method: str) -> list[tuple[np.ndarray, np.ndarray]]:
         index = self.index
         postings = [kernels.readonly(np.asarray(a)) for a in (index.indptr, index.docnos, self.impacts)]
-        if method == "maxscore":
-            maxima = kernels.readonly(np.asarray(self.max_impacts))
+        maxima = kernels.readonly(np.asarray(self.max_impacts)) if method == "maxscore" else None
 
-            def kernel(*query_args):
-                kernels.maxscore_batch(*postings, maxima, *query_args[:4], index.num_docs, *query_args[4:])
-        else:
-            def kernel(*query_args):
-                kernels.exhaustive_batch(*postings, *query_args[:4], kernels.WINDOW, *query_args[4:])
+        def kernel(query: tuple, out: tuple) -> None:
+            """query: (query_ptr, terms, weights, k); out: (docs, scores, counts), filled in place."""
+            if maxima is not None:
+                kernels.maxscore_batch(*postings, maxima, *query, index.num_docs, *out)
+            else:
+                kernels.exhaustive_batch(*postings, *query, kernels.WINDOW, *out)
         size = max(1, min(64, -(-len(queries) // max(1, threads))))
         chunks = [queries[i:i + size] for i in range(0, len(queries), size)]
         bar = tqdm(total=len(queries), desc="searching", unit=" queries", disable=None)
@@ -139,7 +139,7 @@ class ImpactSearcher:
             docs = np.empty((len(chunk), k), dtype=np.int64)
             scores = np.empty((len(chunk), k), dtype=np.float64)
             counts = np.empty(len(chunk), dtype=np.int64)
-            kernel(query_ptr, terms, weights, k, docs, scores, counts)
+            kernel((query_ptr, terms, weights, k), (docs, scores, counts))
             bar.update(len(chunk))
             return [(docs[r, :n].copy(), scores[r, :n].copy()) for r, n in enumerate(counts.tolist())]
 
