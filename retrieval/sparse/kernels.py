@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 
 BOUND_SLACK = 1.0 + 1e-9  # >> 2**-53 * terms for any query under 10^6 terms
-WINDOW = 1024  # documents per window of exhaustive_top_k (8 KiB of scores; 1,024-16,384 measured alike)
+WINDOW = 1024  # documents per window of exhaustive_top_k: 8 KiB of scores, within the first-level cache
 
 
 @njit(nogil=True, cache=True, inline="always")
