@@ -14,6 +14,7 @@ import contextlib
 import datetime as _dt
 import hashlib
 import json
+import mmap as mmap_module
 import os
 import shutil
 import stat
@@ -407,3 +408,23 @@ def load_array(path: Path, mmap: bool = True) -> np.ndarray:
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except (ValueError, OSError) as e:
         raise InputError(f"cannot read array ({e}); rebuild the index", path) from None
+
+
+def release_pages(*arrays: np.ndarray) -> None:
+    """Write back and drop the resident pages of memory-mapped arrays (no-op for others).
+
+    A pass over a mapped file otherwise keeps every page it touched counted in the
+    process's resident memory; the data stays in the file (and the page cache), so a
+    build over billions of postings holds only the chunk it is working on.
+    """
+    for array in arrays:
+        base = array
+        while base is not None and not isinstance(base, np.memmap):
+            base = base.base
+        mapping = getattr(base, "_mmap", None)
+        if mapping is None:
+            continue
+        if base.flags.writeable:
+            mapping.flush()
+        if hasattr(mmap_module, "MADV_DONTNEED"):
+            mapping.madvise(mmap_module.MADV_DONTNEED)

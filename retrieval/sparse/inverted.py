@@ -20,7 +20,7 @@ import numpy as np
 from numpy.lib.format import open_memmap
 
 from retrieval.errors import InputError
-from retrieval.storage import load_array, save_array
+from retrieval.storage import load_array, release_pages, save_array
 
 
 class InvertedIndexBuilder:
@@ -110,6 +110,7 @@ class InvertedIndexBuilder:
             tfs[positions] = run_tfs[order]
             cursor += counts
             del ids, order, positions
+            release_pages(docnos, tfs)  # scattered writes touch every page: keep none resident
         bounds = [0]  # then sort each term's postings by docno, a range of terms at a time
         while bounds[-1] < len(terms):
             lo = bounds[-1]
@@ -122,6 +123,7 @@ class InvertedIndexBuilder:
             order = np.lexsort((chunk_docs, owner))
             docnos[a:b] = chunk_docs[order]
             tfs[a:b] = np.array(tfs[a:b])[order]
+            release_pages(docnos, tfs)
         docnos.flush()
         tfs.flush()
         del docnos, tfs

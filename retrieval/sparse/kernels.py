@@ -226,6 +226,41 @@ def warm_up() -> None:
     exhaustive_batch(indptr, docnos, one, *query, WINDOW, *out)
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _offer(heap_scores, heap_docs, size, k, score, doc):
+    """Offer a hit to the k-heap (worst hit at the root); returns the heap's new size."""
+    if size < k:
+        heap_scores[size] = score
+        heap_docs[size] = doc
+        _sift_up(heap_scores, heap_docs, size)
+        return size + 1
+    if _worse(heap_scores[0], heap_docs[0], score, doc):
+        heap_scores[0] = score
+        heap_docs[0] = doc
+        _sift_down(heap_scores, heap_docs, size, 0)
+    return size
+
+
+@njit(nogil=True, cache=True)
+def _any_at_least(scores, lo, hi, threshold):
+    """Whether any of scores[lo:hi] is >= threshold (a counting loop, which the compiler vectorises)."""
+    count = 0
+    for i in range(lo, hi):
+        count += 1 if scores[i] >= threshold else 0
+    return count > 0
+
+
+@njit(nogil=True, cache=True)
+def _scan_window(window_scores, span, start, heap_scores, heap_docs, k):
+    """Offer the full heap every slot of window_scores[:span] at or above its k-th score (most windows
+    have none: one vectorised count tells), and zero the slots."""
+    if _any_at_least(window_scores, 0, span, heap_scores[0]):
+        for slot in range(span):
+            if window_scores[slot] >= heap_scores[0]:
+                _offer(heap_scores, heap_docs, k, k, window_scores[slot], start + slot)
+    window_scores[:span] = 0.0
+
+
 @njit(nogil=True, cache=True)
 def exhaustive_top_k(indptr, docnos, impacts, terms, weights, k, window_scores, window_seen, window_slots,
                      out_docs, out_scores):
@@ -234,8 +269,11 @@ def exhaustive_top_k(indptr, docnos, impacts, terms, weights, k, window_scores, 
     Term at a time within windows of len(window_scores) documents, so the
     accumulators stay in cache: per window, each list's postings there are
     added in query order (each sum is then the exhaustive one, bit for bit),
-    and every document touched goes past a k-heap that compares (score,
-    docno) in full, so the visiting order does not matter.
+    and the window's documents go past a k-heap that compares (score, docno)
+    in full, so the visiting order does not matter. Until the heap holds k
+    hits above 0, every document touched is offered (a document can score
+    0.0); after that an untouched slot (0.0) cannot enter, so a window only
+    adds its postings, and its scores are scanned once for any that can enter.
     """
     m = len(terms)
     if m == 0 or k <= 0:
@@ -258,7 +296,20 @@ def exhaustive_top_k(indptr, docnos, impacts, terms, weights, k, window_scores, 
         if start < 0:
             break
         stop = start + window
-        hits = 0
+        if threshold > 0.0:  # add only, then scan the slots
+            span = 0  # slots [0, span) were touched
+            for i in range(m):
+                p, e, w = cursor[i], end[i], weights[i]
+                while p < e and docnos[p] < stop:
+                    window_scores[np.uint64(docnos[p] - start)] += w * impacts[p]
+                    p += 1
+                if p > cursor[i]:
+                    span = max(span, docnos[p - 1] - start + 1)
+                cursor[i] = p
+            _scan_window(window_scores, span, start, heap_scores, heap_docs, k)
+            threshold = heap_scores[0]
+            continue
+        hits = 0  # record each document touched once
         for i in range(m):
             p, e, w = cursor[i], end[i], weights[i]
             while p < e and docnos[p] < stop:
@@ -274,21 +325,10 @@ def exhaustive_top_k(indptr, docnos, impacts, terms, weights, k, window_scores, 
             score = window_scores[slot]
             window_scores[slot] = 0.0
             window_seen[slot] = 0
-            if score < threshold:
-                continue
-            doc = start + slot
-            if size < k:
-                heap_scores[size] = score
-                heap_docs[size] = doc
-                _sift_up(heap_scores, heap_docs, size)
-                size += 1
+            if score >= threshold:
+                size = _offer(heap_scores, heap_docs, size, k, score, start + slot)
                 if size == k:
                     threshold = heap_scores[0]
-            elif _worse(heap_scores[0], heap_docs[0], score, doc):
-                heap_scores[0] = score
-                heap_docs[0] = doc
-                _sift_down(heap_scores, heap_docs, size, 0)
-                threshold = heap_scores[0]
     return _drain(heap_scores, heap_docs, size, out_docs, out_scores)
 
 

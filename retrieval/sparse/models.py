@@ -23,7 +23,7 @@ from numpy.lib.format import open_memmap
 from retrieval.errors import InputError
 from retrieval.sparse.inverted import InvertedIndex
 from retrieval.sparse.lucene_norms import quantised_lengths
-from retrieval.storage import load_array, save_array
+from retrieval.storage import load_array, release_pages, save_array
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,6 +87,7 @@ class ImpactModel:
         out = np.empty(len(index.docnos), dtype=np.float64) if out is None else out
         for lo, hi in _term_chunks(index):
             out[index.indptr[lo]:index.indptr[hi]] = self._chunk(index, stats, lengths, lo, hi)
+            release_pages(out, index.docnos, index.tfs)  # bounded memory when these are file maps
         return out
 
     @property
@@ -153,9 +154,13 @@ class JelinekMercerModel(ImpactModel):
 def max_impacts(index: InvertedIndex, impacts: np.ndarray) -> np.ndarray:
     """The largest impact of each term's postings (0 for a term without postings)."""
     out = np.zeros(index.num_terms, dtype=np.float64)
-    has = np.flatnonzero(index.df > 0)
-    if len(has):
-        out[has] = np.maximum.reduceat(impacts, index.indptr[:-1][has])
+    for lo, hi in _term_chunks(index):
+        has = lo + np.flatnonzero(index.df[lo:hi] > 0)
+        if len(has):
+            start = int(index.indptr[lo])
+            chunk = impacts[start:int(index.indptr[hi])]
+            out[has] = np.maximum.reduceat(chunk, index.indptr[has] - start)
+        release_pages(impacts)
     return out
 
 
