@@ -327,9 +327,11 @@ def main() -> None:
     slopes = plot(results)
     reused = (f" Sizes {', '.join(f'{n:,}' for n in args.reuse)} were measured by an earlier invocation"
               " (recorded in --scratch) and tabulated with --reuse." if args.reuse else "")
-    kept = [f"{r['docs']:,}" for r in results if r.get("builds_reused")]
-    reused += (f" Build rows for {', '.join(kept)} documents are those recorded when --scratch's indexes"
-               " were built by an earlier run (--rebuild remeasures them)." if kept else "")
+    for side, name in (("our", "build_ours"), ("bm25s's", "build_bm25s")):
+        kept = [f"{r['docs']:,}" for r in results if name in r.get("builds_reused", [])]
+        reused += (f" The build rows of {side} index at {', '.join(kept)} documents are those recorded when"
+                   " it was built by an earlier run and kept in --scratch (--rebuild remeasures them)."
+                   if kept else "")
     out = (f"# BM25 at scale: this project vs bm25s on synthetic corpora\n\nScratch data (corpora, "
            f"indexes) in {args.scratch}, not committed.{reused}\n\nMachine: "
            f"{machine_line('numpy', 'numba', 'bm25s')}\n\nQueries/s: median (min-max) of {args.repeats} "

@@ -8,9 +8,8 @@ speed differs. MaxScore's cost follows the postings it reads and grows with k
 (a larger heap, a lower k-th score, less pruning), and it pays per document
 for the lists it skips; the exhaustive kernel reads every posting of the
 query's terms, term at a time within cache-sized windows of documents. The
-searcher's "auto" rule (retrieval/sparse/searcher.py, PRUNE_DOCS_PER_HIT)
-picks MaxScore when the collection has at least that many documents per hit
-asked for; this table is the evidence for the constant.
+searcher's "auto" (retrieval/sparse/searcher.py, auto_method) is the
+exhaustive kernel; this table is the evidence for that choice.
 BM25 (k1=0.9, b=0.4), one thread, queries already analysed; q/s is the median
 (min-max) of the timed runs after a warm-up. `--synthetic` adds indexes built
 by eval/bench_scale.py (their queries are read from the corpus directory
@@ -31,7 +30,6 @@ from benchlib import machine_line, publish, rates  # noqa: E402
 from retrieval.collections import load_documents, load_topics  # noqa: E402
 from retrieval.index import Index, build_index  # noqa: E402
 from retrieval.sparse.rankers import BM25  # noqa: E402
-from retrieval.sparse.searcher import PRUNE_DOCS_PER_HIT  # noqa: E402
 
 KS = (10, 100, 1000, 10000)
 RESULTS = Path(__file__).parent / "results" / "topk.md"
@@ -87,8 +85,7 @@ def main() -> None:
         "",
         f"BM25 (k1=0.9, b=0.4), one thread, all topics of each collection (synthetic: its 1,000 queries),"
         f" analysed beforehand; q/s median (min-max) of {args.repeats} timed runs after a warm-up. Both"
-        f" paths return identical results. \"auto\" is the searcher's default rule: MaxScore when"
-        f" docs / k >= {PRUNE_DOCS_PER_HIT}.",
+        " paths return identical results. \"auto\" is the searcher's default (auto_method).",
         "",
         "| collection | docs | k | docs / k | MaxScore q/s | exhaustive q/s | MaxScore / exhaustive"
         " | auto picks | auto picks the faster |",

@@ -107,3 +107,19 @@ def test_run_errors(tmp_path):
         read_run(write(tmp_path, "r", "1 Q0 d 1 x t\n"))
     with pytest.raises(InputError, match=r"r2:2: document 'd' appears twice"):
         read_run(write(tmp_path, "r2", "1 Q0 d 1 2 t\n1 Q0 d 2 1 t\n"))
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_beir_corpus_streams_and_names_the_bad_line(tmp_path, suffix):
+    """Documents before a bad line are read before the error (the corpus is never held whole), and
+    the error names the line; a BOM on the first line is dropped."""
+    good = b"\xef\xbb\xbf" + b'{"_id": "a", "text": "x"}\n\n{"_id": "b", "text": "y"}\r\n'
+    for bad, expected in ((b'{"_id": "c", "text": "\xff"}\n', "invalid UTF-8"),
+                          (b'{"_id": "c", "text": "\x00"}\n', "NUL byte")):
+        data = good + bad + b'{"_id": "d", "text": "z"}\n'
+        path = tmp_path / f"corpus.jsonl{suffix}"
+        path.write_bytes(gzip.compress(data) if suffix else data)
+        docs = read_documents(path)
+        assert [next(docs).id, next(docs).id] == ["a", "b"]
+        with pytest.raises(InputError, match=rf"corpus.jsonl{suffix}:4: {expected}"):
+            next(docs)

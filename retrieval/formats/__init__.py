@@ -9,7 +9,7 @@ from retrieval.errors import InputError
 from retrieval.formats.beir import read_beir_corpus, read_beir_queries
 from retrieval.formats.html import HTML_SUFFIXES, read_html_directory, read_html_tarball
 from retrieval.formats.smart import read_smart_documents, read_smart_queries
-from retrieval.formats.textfile import read_text
+from retrieval.formats.textfile import head_text
 from retrieval.formats.trec import (
     read_qrels,
     read_run,
@@ -24,7 +24,7 @@ __all__ = ["read_documents", "read_topics", "read_qrels", "read_run", "write_run
 
 
 def _head(path: Path) -> str:
-    return read_text(path)[:4096].lstrip()
+    return head_text(path).lstrip()
 
 
 def read_documents(path: str | Path) -> Iterator[Document]:

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from retrieval.errors import InputError
-from retrieval.formats.textfile import check_id, numbered_lines
+from retrieval.formats.textfile import check_id, streamed_lines
 from retrieval.types import Document, Queries
 
 
 def _records(path: str | Path) -> Iterator[tuple[int, dict]]:
-    for n, line in numbered_lines(path):
+    for n, line in streamed_lines(path):
         try:
             record = json.loads(line)
         except ValueError as e:

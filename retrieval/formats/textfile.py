@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from retrieval.errors import InputError
@@ -13,12 +14,13 @@ _WORD = re.compile(r"[^\s\x00-\x1f\x7f]+")
 is_word = _WORD.fullmatch  # an id: no whitespace or control characters, not empty
 
 
-def decode(data: bytes, path: str | Path) -> str:
-    """UTF-8 text (a leading BOM dropped); bad bytes are an InputError naming their line."""
+def decode(data: bytes, path: str | Path, first_line: int = 1) -> str:
+    """UTF-8 text (a leading BOM dropped); bad bytes are an InputError naming their line
+    (`data` starts at line `first_line` of `path`)."""
     try:
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8-sig" if first_line == 1 else "utf-8")
     except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
+        line = data[: e.start].count(b"\n") + first_line
         raise InputError(f"invalid UTF-8 (byte {data[e.start]:#04x}); expected UTF-8 text",
                          path, line) from None
 
@@ -38,6 +40,41 @@ def read_text(path: str | Path) -> str:
         line = data[: data.index(b"\x00")].count(b"\n") + 1
         raise InputError("NUL byte in text file; expected text", path, line)
     return decode(data, path)
+
+
+def _open_binary(path: Path):
+    """The file's bytes as a stream, decompressed if it is `.gz`."""
+    if not path.is_file():
+        raise InputError("file not found" if not path.exists() else "not a file", path)
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def head_text(path: str | Path, size: int = 4096) -> str:
+    """The first `size` bytes as text (for sniffing a format; a cut character is dropped)."""
+    path = Path(path)
+    try:
+        with _open_binary(path) as f:
+            data = f.read(size)
+    except (OSError, EOFError, zlib.error) as e:
+        raise InputError(f"cannot read ({e})", path) from None
+    return data.decode("utf-8-sig", errors="ignore")
+
+
+def streamed_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """(line number, line) for every non-blank line, read one line at a time, so a collection of any
+    size streams through in constant memory. Lines end at "\n" (JSON Lines' separator); errors name
+    the line, as read_text's do."""
+    path = Path(path)
+    try:
+        with _open_binary(path) as f:
+            for n, raw in enumerate(f, 1):
+                if b"\x00" in raw:
+                    raise InputError("NUL byte in text file; expected text", path, n)
+                line = decode(raw, path, n).rstrip("\r\n")
+                if line.strip():
+                    yield n, line
+    except (OSError, EOFError, zlib.error) as e:  # zlib.error: corrupt gzip data
+        raise InputError(f"cannot read ({e})", path) from None
 
 
 def numbered_lines(path: str | Path) -> list[tuple[int, str]]:

@@ -211,7 +211,7 @@ class InvertedIndex:
     @cached_property
     def cf(self) -> np.ndarray:
         """Collection frequency (total occurrences) per term."""
-        return np.add.reduceat(self.tfs.astype(np.int64), self.indptr[:-1]) * (self.df > 0)
+        return np.add.reduceat(self.tfs, self.indptr[:-1], dtype=np.int64) * (self.df > 0)
 
     @cached_property
     def posting_terms(self) -> np.ndarray:

