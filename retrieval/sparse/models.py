@@ -172,6 +172,7 @@ def write_impacts(path: Path, model: ImpactModel) -> None:
     (the files are memory-mapped); other models compute theirs on load.
     """
     index = InvertedIndex(path)
+    release_pages(index.docnos, index.tfs)  # opening checks every posting; keep none resident
     impacts = open_memmap(path / IMPACTS_FILE, mode="w+", dtype=np.float64, shape=(len(index.docnos),))
     model.impacts(index, out=impacts)
     impacts.flush()
