@@ -5,6 +5,7 @@ import pytest
 
 from retrieval.formats import read_documents
 from retrieval.index import Index, build_index
+from retrieval.sparse import models
 from retrieval.sparse.lucene_norms import byte4_to_int, int_to_byte4, quantised_lengths
 from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
 from retrieval.types import Queries
@@ -117,3 +118,11 @@ def test_ties_at_the_cut_go_to_the_smallest_doc_ids(tmp_path):
         run = BM25(index, hits=k)(Queries({"q": "words"}))
         assert [d for d, _ in run["q"]] == ["d1", "d2", "d4"][:k]
     assert [d for d, _ in QueryLikelihood(index, hits=2)(Queries({"q": "words"}))["q"]] == ["d1", "d2"]
+
+
+def test_impact_logs_are_the_c_librarys_on_every_cpu():
+    """numpy's AVX-512 log rounds some values differently; impacts use the C library's on every CPU,
+    so run files do not depend on the machine (tests/test_run_identity.py checks whole runs)."""
+    x = np.random.default_rng(0).uniform(1e-6, 1e6, 100_000)
+    assert models.log(x).tobytes() == np.array([math.log(v) for v in x]).tobytes()
+    assert models.log1p(x).tobytes() == np.array([math.log1p(v) for v in x]).tobytes()

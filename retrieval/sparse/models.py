@@ -14,16 +14,32 @@ single index's (see retrieval.shards.stats).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from numba import vectorize
 from numpy.lib.format import open_memmap
 
 from retrieval.errors import InputError
 from retrieval.sparse.inverted import InvertedIndex
 from retrieval.sparse.lucene_norms import quantised_lengths
 from retrieval.storage import load_array, release_pages, save_array
+
+
+@vectorize(["float64(float64)"], cache=True)
+def log(x):
+    """The C library's natural log, element by element. numpy's own loops on CPUs with AVX-512 round
+    some results differently from the C library's, which would make impacts and run files depend on
+    the CPU; this is the same on every machine."""
+    return math.log(x)
+
+
+@vectorize(["float64(float64)"], cache=True)
+def log1p(x):
+    """The C library's log(1 + x), element by element (see log)."""
+    return math.log1p(x)
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,7 +130,7 @@ class BM25Model(ImpactModel):
         doc_count = stats.doc_count  # docs that have the field
         avgdl = float(stats.total_terms) / max(doc_count, 1)
         df = stats.df[lo:hi].astype(np.float64)
-        idf = np.log(1.0 + (doc_count - df + 0.5) / (df + 0.5))
+        idf = log(1.0 + (doc_count - df + 0.5) / (df + 0.5))
         span = _span(index, lo, hi)
         tf = np.asarray(index.tfs[span], dtype=np.float64)
         norm = self.k1 * (1.0 - self.b + self.b * lengths[index.docnos[span]] / avgdl)
@@ -131,7 +147,7 @@ class DirichletModel(ImpactModel):
         span = _span(index, lo, hi)
         pc = np.repeat(_collection_probability(stats)[lo:hi], index.df[lo:hi])
         tf = np.asarray(index.tfs[span], dtype=np.float64)
-        score = np.log1p(tf / (self.mu * pc)) + np.log(self.mu / (lengths[index.docnos[span]] + self.mu))
+        score = log1p(tf / (self.mu * pc)) + log(self.mu / (lengths[index.docnos[span]] + self.mu))
         return np.maximum(score, 0.0)
 
 
@@ -148,7 +164,7 @@ class JelinekMercerModel(ImpactModel):
         span = _span(index, lo, hi)
         pc = np.repeat(_collection_probability(stats)[lo:hi], index.df[lo:hi])
         tf = np.asarray(index.tfs[span], dtype=np.float64)
-        return np.log1p((1.0 - self.lam) * tf / lengths[index.docnos[span]] / (self.lam * pc))
+        return log1p((1.0 - self.lam) * tf / lengths[index.docnos[span]] / (self.lam * pc))
 
 
 def max_impacts(index: InvertedIndex, impacts: np.ndarray) -> np.ndarray:
