@@ -34,7 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import machine_line, publish  # noqa: E402
+from benchlib import int8_decision, machine_line, publish  # noqa: E402
 
 from retrieval import precision as precisions  # noqa: E402
 from retrieval.collections import data_dir, load_documents, load_qrels, load_topics  # noqa: E402
@@ -56,8 +56,9 @@ from retrieval.types import Run, rank  # noqa: E402
 
 warnings.filterwarnings("ignore", category=UserWarning)
 DEPTH = 100
-LATE_LIMIT = 0.003    # nDCG@10 a precision may cost late interaction (retrieval/late/encoder.py)
-READER_LIMIT = 0.5    # closed-setting F1 points a precision may cost the reader (retrieval/qa/reader.py)
+# How far a precision may move each model's validation score, either way (precision.within_limit).
+LATE_LIMIT = 0.003    # nDCG@10 (retrieval/late/encoder.py)
+READER_LIMIT = 0.5    # closed-setting F1 points (retrieval/qa/reader.py)
 
 
 def timings(fns: dict, repeats: int) -> dict[str, list[float]]:
@@ -134,7 +135,7 @@ def late_rows(args) -> tuple[list[str], str]:
                     f" {valid[p]:.4f} | {valid[p] - valid['fp32']:+.4f} | {test[p]:.4f} |"
                     f" {test[p] - test['fp32']:+.4f} |")
     measured_on = f"{len(val_qrels)} held-out SciFact training queries, BM25 top-100 reranked, nDCG@10"
-    verdict = decision("late interaction", valid.get("int8", float("nan")) - valid["fp32"], LATE_LIMIT,
+    verdict = int8_decision("late interaction", valid.get("int8", float("nan")) - valid["fp32"], LATE_LIMIT,
                        late_encoder.INT8_WITHIN_LIMIT, measured_on, "late/encoder.py")
     return rows, verdict
 
@@ -171,20 +172,10 @@ def reader_rows(args) -> tuple[list[str], str]:
         rows.append(f"| {_label(p, auto)} | {rate_cell(len(head), times[p])} | {speedup:.2f}× | "
                     + " | ".join(cells) + " |")
     delta = valid["int8"]["f1"] - valid["fp32"]["f1"] if "int8" in valid else float("nan")
-    verdict = decision("the reader", delta, READER_LIMIT, reader_module.INT8_WITHIN_LIMIT,
+    verdict = int8_decision("the reader", delta, READER_LIMIT, reader_module.INT8_WITHIN_LIMIT,
                        f"{len(validation)} answerable squad2-dev:validation questions, closed-setting F1",
                        "qa/reader.py")
     return rows, verdict
-
-
-def decision(model: str, delta: float, limit: float, chosen: bool, measured_on: str, where: str) -> str:
-    """Whether int8 is within the loss limit on validation, and whether the package's choice agrees."""
-    within = delta >= -limit
-    agrees = "agrees" if within == chosen else "DISAGREES: change INT8_WITHIN_LIMIT in retrieval/" + where
-    return (f"Decision for {model} (on {measured_on}): int8 changes it by {delta:+.4g} against a limit of"
-            f" -{limit:g}, so int8 is {'within' if within else 'beyond'} the limit; `auto` without bf16"
-            f" uses {'int8' if chosen else 'fp32'} ({agrees}). Test columns are reported, never used to"
-            " choose.")
 
 
 def _label(precision: str, auto: str) -> str:

@@ -101,3 +101,19 @@ def publish(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     sys.stdout.flush()
+
+
+def int8_decision(model: str, delta: float, limit: float, choice, measured_on: str, where: str) -> str:
+    """Whether int8 stayed within the model's limit on validation with this CPU's int8 kernels, and
+    whether the package's choice for that kernel kind (its INT8_WITHIN_LIMIT) agrees."""
+    from retrieval import precision as precisions
+
+    kernel = precisions.int8_kernel() or "none"
+    within = precisions.within_limit(delta, limit)
+    chosen = precisions.int8_allowed(choice)
+    agrees = ("agrees" if within == chosen else
+              f"DISAGREES: change INT8_WITHIN_LIMIT[{kernel!r}] in retrieval/{where}")
+    return (f"Decision for {model} with {kernel} int8 kernels (on {measured_on}): int8 changes it by"
+            f" {delta:+.4g} against a limit of ±{limit:g}, so int8 is {'within' if within else 'beyond'}"
+            f" the limit; `auto` without bf16 on such a CPU uses {'int8' if chosen else 'fp32'} ({agrees})."
+            " Test columns are reported, never used to choose.")

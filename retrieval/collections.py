@@ -134,10 +134,14 @@ def split_name(spec: str) -> tuple[str, str | None]:
     return name, split or None
 
 
-def named(spec: str | Path) -> Collection | None:
-    """The named collection `spec` refers to, or None when it is a path."""
+def named(spec: str | Path, *, files_only: bool = False) -> Collection | None:
+    """The named collection `spec` refers to, or None when it is a path. With `files_only` (topics,
+    qrels: never a directory) a directory of that name, such as an index built as `--index scifact`,
+    does not hide the collection."""
     name, _ = split_name(str(spec))
-    return COLLECTIONS.get(name) if not Path(str(spec)).exists() else None
+    path = Path(str(spec))
+    shadowed = path.is_file() if files_only else path.exists()
+    return COLLECTIONS.get(name) if not shadowed else None
 
 
 def _root(collection: Collection) -> Path:
@@ -179,7 +183,7 @@ def checked_ids(documents: Iterable[Document], source: Path) -> Iterator[Documen
 def load_topics(spec: str | Path, field: str = "title") -> Queries:
     """Topics of a named collection (optionally `name:split`) or a topics file."""
     check_topic_field(field)
-    collection = named(spec)
+    collection = named(spec, files_only=True)
     if collection is None:
         return read_topics(spec, field)
     return _split(collection, str(spec), collection.topics)(_root(collection))
@@ -187,7 +191,7 @@ def load_topics(spec: str | Path, field: str = "title") -> Queries:
 
 def load_qrels(spec: str | Path) -> Qrels:
     """Qrels of a named collection (optionally `name:split`) or a qrels file."""
-    collection = named(spec)
+    collection = named(spec, files_only=True)
     if collection is None:
         return read_qrels(spec)
     return _split(collection, str(spec), collection.qrels)(_root(collection))

@@ -317,7 +317,7 @@ def _sweep(name: str, m: Any, parent: Located, cfg: Config) -> SweepSpec:
 def _select_on(value: str | None, collection: str, m: Located) -> str | None:
     """`folds`, a named collection's split (NAME:SPLIT) or a topics file; a bare split name is refused
     with the splits the config's collection has."""
-    if value in (None, "folds") or Path(value).exists():
+    if value in (None, "folds") or Path(value).is_file():
         return value
     name, split = collections.split_name(value)
     named = collections.named(name)

@@ -123,3 +123,15 @@ def test_beir_corpus_streams_and_names_the_bad_line(tmp_path, suffix):
         assert [next(docs).id, next(docs).id] == ["a", "b"]
         with pytest.raises(InputError, match=rf"corpus.jsonl{suffix}:4: {expected}"):
             next(docs)
+
+
+def test_an_index_directory_named_like_a_collection_does_not_hide_its_topics(tmp_path, monkeypatch):
+    """`retrieval index --index cacm` then `--topics cacm` in the same directory: topics and qrels are
+    never directories, so the name still means the collection; a file of that name still wins."""
+    from retrieval.collections import load_qrels, load_topics
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cacm").mkdir()
+    assert len(load_topics("cacm")) == 64 and len(load_qrels("cacm")) == 52
+    (tmp_path / "cacm:train").write_text("q1\tmy own topic\n")
+    assert dict(load_topics("cacm:train").items()) == {"q1": "my own topic"}

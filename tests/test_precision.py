@@ -28,6 +28,27 @@ def test_the_switch_hides_bf16_and_auto_falls_back(monkeypatch):
     assert precision.cpu_has_bf16() == bool({"avx512_bf16", "amx_bf16"} & precision.cpu_flags())
 
 
+def test_a_limit_binds_in_both_directions():
+    """A path standing in for fp32 must keep its ranking: a gain beyond the limit is a change too."""
+    assert precision.within_limit(-0.002, 0.003) and precision.within_limit(0.003, 0.003)
+    assert not precision.within_limit(0.0078, 0.003) and not precision.within_limit(-0.0052, 0.005)
+
+
+def test_int8_is_chosen_per_kind_of_int8_kernel(monkeypatch):
+    """The same model may meet its limit with one CPU's int8 kernels and not another's; a kind nobody
+    measured runs fp32."""
+    monkeypatch.setenv(precision.NO_BF16_ENV, "1")
+    kernel = precision.int8_kernel()
+    assert kernel in ("avx512-vnni", "avx2")  # x86 CI machines
+    assert precision.resolve(None, int8_within_limit={kernel: True}) == "int8"
+    assert precision.resolve(None, int8_within_limit={kernel: False}) == "fp32"
+    assert precision.resolve(None, int8_within_limit={"some-other-kernel": True}) == "fp32"
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    assert precision.int8_kernel() == "avx2"
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2", "avx512f", "avx512_vnni"}))
+    assert precision.int8_kernel() == "avx512-vnni"
+
+
 def test_unknown_precision_is_an_input_error():
     with pytest.raises(InputError, match="unknown precision 'fp8'"):
         precision.resolve("fp8")
@@ -53,8 +74,9 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def test_auto_follows_each_models_choice_made_on_validation(monkeypatch):
-    """Without bf16, `auto` runs int8 exactly for the models whose int8 met their loss limit on
-    validation (INT8_WITHIN_LIMIT, set from eval/bench_dense.py and eval/bench_precision.py)."""
+    """Without bf16, `auto` runs int8 exactly for the models whose int8 met their limit on validation
+    with this CPU's kind of int8 kernels (INT8_WITHIN_LIMIT, set from eval/bench_dense.py and
+    eval/bench_precision.py)."""
     from retrieval.dense import encoder as dense
     from retrieval.late import encoder as late
     from retrieval.qa import reader
@@ -62,7 +84,8 @@ def test_auto_follows_each_models_choice_made_on_validation(monkeypatch):
     monkeypatch.setenv(precision.NO_BF16_ENV, "1")
     for module, make in ((dense, lambda: dense.Encoder(progress=False)),
                          (late, lambda: late.TokenEncoder(None)), (reader, lambda: reader.SpanReader())):
-        assert make().precision == ("int8" if module.INT8_WITHIN_LIMIT else "fp32"), module.__name__
+        want = "int8" if precision.int8_allowed(module.INT8_WITHIN_LIMIT) else "fp32"
+        assert make().precision == want, module.__name__
 
 
 def test_dense_int8_embeddings_stay_close_to_fp32():

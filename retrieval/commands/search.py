@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> None:
         _warn_missing(index)
     remove = args.remove_query_ids
     if remove is None:
-        named = collections.named(args.topics)
+        named = collections.named(args.topics, files_only=True)
         remove = bool(named and named.remove_query_ids)
     if remove:
         run = run.without_query_ids()

@@ -77,7 +77,7 @@ def train_late(args: argparse.Namespace) -> None:
     queries = collections.load_topics(args.topics)
     qrels = collections.load_qrels(args.qrels or args.topics)
     run = BM25(index, hits=max(cfg.depth, cfg.negative_depth))(queries)
-    named = collections.named(args.topics)
+    named = collections.named(args.topics, files_only=True)
     if named and named.remove_query_ids:
         run = run.without_query_ids()
     docs = {d.id: (d.title, d.text) for d in index.docstore}

@@ -35,11 +35,11 @@ from retrieval.dense.encoder import (  # noqa: E402
 from retrieval.errors import InputError  # noqa: E402
 
 Q_MARKER, D_MARKER = "[unused0]", "[unused1]"
-# On validation (the checkpoint's 121 held-out SciFact training queries, BM25 top-100 reranked) int8 token
-# embeddings change nDCG@10 by +0.0078, within the 0.003 loss we allow, so `auto` runs int8 on CPUs
-# without bf16 (eval/bench_precision.py decides it there; on SciFact test int8 costs 0.0066, 0.7613 vs
-# 0.7679, reported and never used to choose; --precision fp32 gives the exact figure).
-INT8_WITHIN_LIMIT = True
+# Whether int8 token embeddings move nDCG@10 by at most 0.003 either way on validation (the checkpoint's 121
+# held-out SciFact training queries, BM25 top-100 reranked), per kind of int8 kernel
+# (precision.int8_kernel; eval/bench_precision.py decides it on each): +0.0078 with AVX2 (AMD EPYC),
+# +0.0069 with AVX-512 VNNI (Intel Xeon).
+INT8_WITHIN_LIMIT = {"avx2": False, "avx512-vnni": False}
 
 
 class TokenEncoder:
