@@ -145,6 +145,31 @@ def test_store_matches_on_the_fly(tiny_index, small_checkpoint, compression):
         assert c[d] == pytest.approx(a[d], abs=0.05)
 
 
+def test_a_run_encodes_each_document_once_per_group(tiny_index, small_checkpoint, monkeypatch):
+    """On the fly, a document among several queries' candidates is encoded once per group of queries,
+    and the ranking is the one query-by-query scoring gives."""
+    from retrieval.late import reranker as module
+
+    model = LateModel(small_checkpoint, threads=1, precision="fp32")  # bf16 rounds with its batch-mates
+    ids = Index.open(tiny_index.path).doc_id_list
+    assert len(ids) == 5
+    run = Run({"q0": [(d, 0.0) for d in ids[:3]], "q1": [(d, 0.0) for d in ids[2:]],
+               "q2": [(d, 0.0) for d in ids[:3]]})
+    queries = Queries(q0="cats on a mat", q1="dogs in the garden", q2="a cat and a dog")
+    stage = LateReranker(tiny_index, model, use_store=False)
+    one_by_one = {q: stage.rerank_hits(queries[q], run[q]) for q in run}
+    encoded, documents = [], model.documents
+    monkeypatch.setattr(model, "documents", lambda texts: encoded.append(len(texts)) or documents(texts))
+    for group_docs, sizes in ((4096, [5]), (3, [3, 3, 3])):
+        monkeypatch.setattr(module, "GROUP_DOCS", group_docs)
+        encoded.clear()
+        got = stage(queries, run)
+        assert encoded == sizes
+        for q in run:
+            assert [d for d, _ in got[q]] == [d for d, _ in one_by_one[q]]
+            assert [s for _, s in got[q]] == pytest.approx([s for _, s in one_by_one[q]], abs=1e-5)
+
+
 def test_reranker_stage_errors(tiny_index, zero_shot):
     stage = LateReranker(tiny_index, zero_shot, depth=2)
     with pytest.raises(InputError, match="needs a run"):

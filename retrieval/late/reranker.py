@@ -3,7 +3,8 @@
 The reranker rescores each query's top `depth` hits by MaxSim. It reads
 document embeddings from the index's `late/` part when the part was built by
 the same model, and otherwise encodes the documents' text (from the doc store,
-or given directly to `rerank`) on the fly. With `interpolate=w` the score is
+or given directly to `rerank`) on the fly, each distinct document of a run
+once per group of queries. With `interpolate=w` the score is
 w * minmax(first-stage score) + (1 - w) * minmax(MaxSim) per query. Hits
 below `depth` are dropped (the result has at most `depth` hits per query).
 """
@@ -11,7 +12,7 @@ below `depth` are dropped (the result has at most `depth` hits per query).
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,12 @@ from retrieval.index_kinds import AnyIndex
 from retrieval.late.model import LateModel, maxsim
 from retrieval.pipeline import Stage
 from retrieval.types import Queries, Ranking, Run, rank
+
+# Documents encoded together when reranking a run on the fly: a document among several queries' candidates
+# is encoded once per group (SciFact's BM25 top 100: 5,012 distinct documents among 29,966 hits). The group
+# bounds memory: reranking that run in fp32 took 277 s instead of 723 s one query at a time, at 5.5 GB peak
+# RSS (the encoder's hidden states of a whole group are held at once).
+GROUP_DOCS = 4096
 
 
 def _as_model(model: LateModel | str | Path | None, threads: int | None,
@@ -66,20 +73,25 @@ class LateReranker(Stage):
             raise InputError("no late store in this index; build it with `retrieval index --late`",
                              None if self.index is None else self.index.path)
 
-    def score(self, query: str, doc_ids: Sequence[str], texts: Sequence[str] | None = None) -> np.ndarray:
-        """MaxSim of `query` against each document (stored embeddings, else encoded texts)."""
+    def score(self, query: str, doc_ids: Sequence[str], texts: Sequence[str] | None = None,
+              encoded: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """MaxSim of `query` against each document (stored embeddings, else `encoded` ones, else
+        encoded texts)."""
         if not doc_ids:
             return np.zeros(0, dtype=np.float32)
         q = self.model.queries([query])[0]
         if self.store is not None and texts is None:
             emb, offsets = self.store.gather(doc_ids)
         else:
-            if texts is None:
-                if self.index is None:
-                    raise InputError("reranking a run needs document texts: give an index (doc store)"
-                                     " or pass texts")
-                texts = [self._text(d) for d in doc_ids]
-            docs = self.model.documents(texts)
+            if encoded is not None and texts is None:
+                docs = [encoded[d] for d in doc_ids]
+            else:
+                if texts is None:
+                    if self.index is None:
+                        raise InputError("reranking a run needs document texts: give an index (doc"
+                                         " store) or pass texts")
+                    texts = [self._text(d) for d in doc_ids]
+                docs = self.model.documents(texts)
             offsets = np.concatenate([[0], np.cumsum([len(x) for x in docs])]).astype(np.int64)
             emb = np.concatenate(docs) if docs else np.zeros((0, self.model.dim), np.float32)
         return maxsim(q, emb, offsets)
@@ -87,12 +99,14 @@ class LateReranker(Stage):
     def _text(self, doc_id: str) -> str:
         return self.index.text(doc_id)  # InputError names an unknown id
 
-    def rerank_hits(self, query: str, hits: Ranking, texts: Sequence[str] | None = None) -> Ranking:
+    def rerank_hits(self, query: str, hits: Ranking, texts: Sequence[str] | None = None,
+                    encoded: Mapping[str, np.ndarray] | None = None) -> Ranking:
         """One query's reranked top `depth` hits."""
         hits = hits[:self.depth]
         if not query.strip():
             raise InputError("empty query text")
-        scores = self.score(query, [d for d, _ in hits], None if texts is None else texts[:self.depth])
+        scores = self.score(query, [d for d, _ in hits], None if texts is None else texts[:self.depth],
+                            encoded)
         late = rank(zip((d for d, _ in hits), scores.tolist()))
         ranked = late if self.interpolate is None else interpolate_ranking(hits, late, self.interpolate)
         return ranked[:self.hits] if self.hits else ranked
@@ -106,7 +120,29 @@ class LateReranker(Stage):
         missing = [q for q in run if q not in queries]
         if missing:
             raise InputError(f"run has queries with no topic text, e.g. {missing[0]!r}")
-        return Run({q: self.rerank_hits(queries[q], hits) for q, hits in run.items()}, presorted=True)
+        if self.store is not None or self.index is None:
+            return Run({q: self.rerank_hits(queries[q], hits) for q, hits in run.items()}, presorted=True)
+        ranked = {}
+        for group in self._groups(run):  # on the fly: each document encoded once per group of queries
+            ids = list(dict.fromkeys(d for q in group for d, _ in run[q][:self.depth]))
+            encoded = dict(zip(ids, self.model.documents([self._text(d) for d in ids])))
+            ranked.update({q: self.rerank_hits(queries[q], run[q], encoded=encoded) for q in group})
+        return Run(ranked, presorted=True)
+
+    def _groups(self, run: Run) -> Iterator[list[str]]:
+        """Queries in run order, grouped so that each group's distinct documents number at most
+        GROUP_DOCS (which bounds the token embeddings held at once, about 1 GB)."""
+        group: list[str] = []
+        seen: set[str] = set()
+        for q, hits in run.items():
+            new = {d for d, _ in hits[:self.depth]} - seen
+            if group and len(seen) + len(new) > GROUP_DOCS:
+                yield group
+                group, seen, new = [], set(), {d for d, _ in hits[:self.depth]}
+            group.append(q)
+            seen |= new
+        if group:
+            yield group
 
 
 def rerank(query: str, docs: Sequence[tuple[str, str]], model: LateModel | str | Path | None = None,
