@@ -67,8 +67,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "pruning.md")
     args = ap.parse_args()
-    base = Encoder(precision=args.precision, threads=args.threads, progress=False)
-    encoders = {label: PrunedEncoder(drop, precision=args.precision, threads=args.threads, progress=False)
+    def encoder(drop: set[int]) -> PrunedEncoder:
+        return PrunedEncoder(drop, precision=args.precision, threads=args.threads, progress=False)
+
+    base = encoder(set())  # unpruned: the reference row, and the query encoder of every row
+    encoders = {label: base if not drop else encoder(drop)
                 for label, drop in drop_sets(base.tokenizer.get_vocab()).items()}
     corpus = list(load_documents("scifact"))
     doc_ids, texts = [d.id for d in corpus], [d.contents for d in corpus]

@@ -83,18 +83,22 @@ class LateReranker(Stage):
         if self.store is not None and texts is None:
             emb, offsets = self.store.gather(doc_ids)
         else:
-            if encoded is not None and texts is None:
-                docs = [encoded[d] for d in doc_ids]
-            else:
-                if texts is None:
-                    if self.index is None:
-                        raise InputError("reranking a run needs document texts: give an index (doc"
-                                         " store) or pass texts")
-                    texts = [self._text(d) for d in doc_ids]
-                docs = self.model.documents(texts)
+            docs = self._embeddings(doc_ids, texts, encoded)
             offsets = np.concatenate([[0], np.cumsum([len(x) for x in docs])]).astype(np.int64)
             emb = np.concatenate(docs) if docs else np.zeros((0, self.model.dim), np.float32)
         return maxsim(q, emb, offsets)
+
+    def _embeddings(self, doc_ids: Sequence[str], texts: Sequence[str] | None,
+                    encoded: Mapping[str, np.ndarray] | None) -> list[np.ndarray]:
+        """Token embeddings of documents with no stored ones: already `encoded`, else of their texts."""
+        if texts is None and encoded is not None:
+            return [encoded[d] for d in doc_ids]
+        if texts is None:
+            if self.index is None:
+                raise InputError("reranking a run needs document texts: give an index (doc store)"
+                                 " or pass texts")
+            texts = [self._text(d) for d in doc_ids]
+        return self.model.documents(texts)
 
     def _text(self, doc_id: str) -> str:
         return self.index.text(doc_id)  # InputError names an unknown id
@@ -123,27 +127,26 @@ class LateReranker(Stage):
         if self.store is not None or self.index is None:
             return Run({q: self.rerank_hits(queries[q], hits) for q, hits in run.items()}, presorted=True)
         ranked = {}
-        for group in self._groups(run):  # on the fly: each document encoded once per group of queries
-            ids = list(dict.fromkeys(d for q in group for d, _ in run[q][:self.depth]))
+        for group, ids in self._groups(run):  # on the fly: each document encoded once per group
             encoded = dict(zip(ids, self.model.documents([self._text(d) for d in ids])))
             ranked.update({q: self.rerank_hits(queries[q], run[q], encoded=encoded) for q in group})
         return Run(ranked, presorted=True)
 
-    def _groups(self, run: Run) -> Iterator[list[str]]:
+    def _groups(self, run: Run) -> Iterator[tuple[list[str], list[str]]]:
         """Queries in run order, grouped so that each group's distinct documents number at most
-        GROUP_DOCS (which bounds the token embeddings held at once, about 1 GB)."""
+        GROUP_DOCS (which bounds the token states held at once); with each group, its distinct
+        documents in order of first appearance."""
         group: list[str] = []
-        seen: set[str] = set()
+        ids: dict[str, None] = {}
         for q, hits in run.items():
-            new = {d for d, _ in hits[:self.depth]} - seen
-            if group and len(seen) + len(new) > GROUP_DOCS:
-                yield group
-                group, seen, new = [], set(), {d for d, _ in hits[:self.depth]}
+            docs = dict.fromkeys(d for d, _ in hits[:self.depth])
+            if group and len(ids) + sum(d not in ids for d in docs) > GROUP_DOCS:
+                yield group, list(ids)
+                group, ids = [], {}
             group.append(q)
-            seen |= new
+            ids.update(docs)
         if group:
-            yield group
-
+            yield group, list(ids)
 
 def rerank(query: str, docs: Sequence[tuple[str, str]], model: LateModel | str | Path | None = None,
            *, first_scores: Sequence[float] | None = None, interpolate: float | None = None) -> Ranking:
