@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytest
 
@@ -158,13 +160,23 @@ def test_a_run_encodes_each_document_once_per_group(tiny_index, small_checkpoint
     queries = Queries(q0="cats on a mat", q1="dogs in the garden", q2="a cat and a dog")
     stage = LateReranker(tiny_index, model, use_store=False)
     one_by_one = {q: stage.rerank_hits(queries[q], run[q]) for q in run}
-    encoded, documents = [], model.documents
-    monkeypatch.setattr(model, "documents", lambda texts: encoded.append(len(texts)) or documents(texts))
+    encoded, documents, earlier, alive = [], model.documents, [], []
+
+    def counting(texts):
+        """Record the group's size, and how many earlier groups' embeddings are still held."""
+        encoded.append(len(texts))
+        alive.append(sum(ref() is not None for ref in earlier))
+        out = documents(texts)
+        earlier.extend(weakref.ref(x) for x in out)
+        return out
+
+    monkeypatch.setattr(model, "documents", counting)
     for group_docs, sizes in ((4096, [5]), (3, [3, 3, 3])):
         monkeypatch.setattr(module, "GROUP_DOCS", group_docs)
         encoded.clear()
         got = stage(queries, run)
         assert encoded == sizes
+        assert alive[-len(sizes):] == [0] * len(sizes)  # one group's embeddings held at a time
         for q in run:
             assert [d for d, _ in got[q]] == [d for d, _ in one_by_one[q]]
             assert [s for _, s in got[q]] == pytest.approx([s for _, s in one_by_one[q]], abs=1e-5)

@@ -129,6 +129,7 @@ class LateReranker(Stage):
         for group, ids in self._groups(run):  # on the fly: each document encoded once per group
             encoded = dict(zip(ids, self.model.documents([self._text(d) for d in ids])))
             ranked.update({q: self.rerank_hits(queries[q], run[q], encoded=encoded) for q in group})
+            del encoded  # before the next group is encoded: one group's embeddings held at a time
         return Run(ranked, presorted=True)
 
     def _groups(self, run: Run) -> Iterator[tuple[list[str], list[str]]]:
