@@ -320,7 +320,7 @@ def _select_on(value: str | None, collection: str, m: Located) -> str | None:
     if value in (None, "folds") or Path(value).is_file():
         return value
     name, split = collections.split_name(value)
-    named = collections.named(name)
+    named = collections.named(name, files_only=True)  # topics: a directory of that name does not hide it
     if named is None:
         own = collections.named(collection)
         has = f"; {own.name} has the splits {', '.join(sorted(own.topics))}" if own else ""

@@ -185,6 +185,15 @@ def test_scifact_config_selects_on_train():
     assert {"dense", "hybrid", "bm25>>late", "hybrid>>late"} <= set(cfg.pipelines)
 
 
+def test_select_on_is_not_hidden_by_an_index_directory_of_the_same_name(tmp_path, monkeypatch):
+    """An index built as `--index scifact` in the working directory does not make `scifact:train`
+    unknown: select_on names topics, which are never directories."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "scifact").mkdir()
+    cfg = load_config(CONFIGS / "scifact.yaml")
+    assert [s.select_on for s in cfg.sweeps] == ["scifact:train", "scifact:train"]
+
+
 # ---------------------------------------------------------------- running experiments
 
 SMALL = """name: small
