@@ -27,7 +27,7 @@ from retrieval.types import Queries, Ranking, Run, rank
 
 # Documents encoded together when reranking a run on the fly: a document among several queries' candidates
 # is encoded once per group (SciFact's BM25 top 100: 5,012 distinct documents among 29,966 hits). The group
-# bounds memory, since the encoder's states of a whole group are held at once.
+# bounds memory, since the embeddings of a whole group (one group at a time) are held at once.
 GROUP_DOCS = 4096
 
 
@@ -147,6 +147,7 @@ class LateReranker(Stage):
             ids.update(docs)
         if group:
             yield group, list(ids)
+
 
 def rerank(query: str, docs: Sequence[tuple[str, str]], model: LateModel | str | Path | None = None,
            *, first_scores: Sequence[float] | None = None, interpolate: float | None = None) -> Ranking:
