@@ -208,7 +208,7 @@ class Context:
     def key(self, what: Any, queries: Queries) -> str:
         return _digest({"v": CACHE_VERSION, "what": what, "index": self.index.manifest,
                         "queries": _digest(queries), "remove_ids": self.cfg.remove_query_ids,
-                        "precision": precisions.resolve(self.precision)})  # this machine's
+                        "precision": precisions.cache_signature(self.precision)})
 
     def search(self, stages: list[StageSpec], queries: Queries) -> Run:
         run = build_pipeline(stages, self.index, self.precision)(queries)
@@ -436,7 +436,7 @@ def _question_answering(cfg: Config, index: AnyIndex, out: Path, progress: bool,
     settings_given = {k: v for k, v in dataclasses.asdict(qa).items() if k != "where"}
     key = _digest({"v": CACHE_VERSION, "qa": settings_given, "index": index.manifest,
                    "reader": storage.sha256_file(reader_dir / "model.safetensors"),
-                   "precision": precisions.resolve(precision)})
+                   "precision": precisions.cache_signature(precision)})
     cached = read_cache(out / "qa.json", {})
     if cached.get("key") == key:
         return cached["rows"], cached["notes"]

@@ -132,6 +132,15 @@ def resolve(precision: str | None, choices: tuple[str, ...] = TORCH_PRECISIONS, 
     return precision
 
 
+def cache_signature(precision: str | None) -> str:
+    """What decides the arithmetic of every model for a cached result: an explicit choice as is;
+    for auto, the CPU facts auto decides by (bf16, kind of int8 kernel), since models differ in
+    whether int8 meets their limit on a kind, so one resolved name does not cover them all."""
+    if precision is not None and precision != AUTO:
+        return resolve(precision)
+    return f"{AUTO}:bf16={'yes' if cpu_has_bf16() else 'no'}:int8={int8_kernel() or 'none'}"
+
+
 def torch_path(precision: str | None) -> str | None:
     """The torch precision for a model that has no ONNX path: onnx means fp32, onnx-int8 int8."""
     return {"onnx": "fp32", "onnx-int8": "int8"}.get(precision or AUTO, precision)

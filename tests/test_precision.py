@@ -49,6 +49,20 @@ def test_int8_is_chosen_per_kind_of_int8_kernel(monkeypatch):
     assert precision.int8_kernel() == "avx512-vnni"
 
 
+def test_cached_results_are_keyed_by_what_auto_decides_on(monkeypatch):
+    """Auto gives int8 to one model and fp32 to another depending on the int8 kernel kind, so two
+    CPUs without bf16 but with different int8 kernels must not share an experiment's cached runs."""
+    monkeypatch.setenv(precision.NO_BF16_ENV, "1")
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    avx2 = precision.cache_signature("auto")
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2", "avx512f", "avx512_vnni"}))
+    vnni = precision.cache_signature(None)
+    assert avx2 != vnni and "int8=avx2" in avx2 and "int8=avx512-vnni" in vnni
+    assert precision.cache_signature("fp32") == "fp32"
+    with pytest.raises(InputError, match="bf16 needs a CPU"):
+        precision.cache_signature("bf16")
+
+
 def test_unknown_precision_is_an_input_error():
     with pytest.raises(InputError, match="unknown precision 'fp8'"):
         precision.resolve("fp8")
