@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from retrieval import storage
 from retrieval.index import Index
+from retrieval.sparse.codebook import from_values
 from retrieval.sparse.inverted import InvertedIndex, InvertedIndexBuilder
-from retrieval.sparse.models import IMPACTS_FILE, IMPACTS_MODEL_FILE, MAX_IMPACTS_FILE, BM25Model
+from retrieval.sparse.models import BASES_FILE, CODES_FILE, IMPACTS_MODEL_FILE, TABLE_FILE, BM25Model
 from retrieval.sparse.rankers import BM25, QueryLikelihood
 from retrieval.sparse.searcher import ImpactSearcher
 
@@ -95,16 +96,53 @@ def test_maxscore_equals_exhaustive_on_real_collections(collection, cacm_index, 
             assert same(ranker.searcher.search_many(queries, k, threads=2), exhaustive), (ranker.model, k)
 
 
+IMPACT_FILES = (CODES_FILE, TABLE_FILE, BASES_FILE, IMPACTS_MODEL_FILE)
+
+
 def test_default_bm25_impacts_are_stored_at_build_time_and_equal_computed_ones(cacm_index):
     inverted = cacm_index.inverted
     model = BM25Model(k1=0.9, b=0.4)
     assert json.loads((inverted.path / IMPACTS_MODEL_FILE).read_text()) == model.key
-    stored = np.load(inverted.path / IMPACTS_FILE)
-    assert stored.tobytes() == model.impacts(inverted).tobytes()
-    for name in (IMPACTS_FILE, MAX_IMPACTS_FILE, IMPACTS_MODEL_FILE):
+    codes, table, bases = (np.load(inverted.path / name) for name in (CODES_FILE, TABLE_FILE, BASES_FILE))
+    assert codes.dtype == np.uint16 and codes.nbytes + table.nbytes < 8 * len(codes)  # smaller than float64
+    terms = np.repeat(np.arange(inverted.num_terms), np.diff(inverted.indptr))
+    stored = table[bases[terms] + codes]
+    assert stored.tobytes() == model.impacts(inverted).tobytes()  # the codebook is exact
+    for name in IMPACT_FILES:
         assert f"inverted/{name}" in cacm_index.parts["inverted"]["files"]  # checksummed
     searcher = BM25(cacm_index).searcher
-    assert not searcher.impacts.flags.owndata  # memory-mapped, not computed on load
+    assert not searcher.impacts.codes.flags.owndata  # memory-mapped, not computed on load
+
+
+def test_a_term_with_more_distinct_impacts_than_uint16_numbers_gets_uint32_codes():
+    indptr = np.array([0, 2, 70_002])
+    values = np.concatenate([[1.0, 1.0], np.arange(70_000) / 7.0])
+    impacts = from_values(indptr, values)
+    assert impacts.codes.dtype == np.uint32 and len(impacts.table) == 1 + 70_000
+    assert impacts.values(1, 2, 70_002).tobytes() == values[2:].tobytes()
+    assert impacts.maxima().tolist() == [1.0, values.max()]
+
+
+def test_codes_beyond_their_terms_run_are_refused_on_load(cacm_index, tmp_path):
+    """A crafted index whose codes point past a term's run would make the kernels read outside the
+    table: opening it (checksums and all) is refused, naming the file."""
+    import shutil
+
+    from retrieval.errors import InputError
+
+    crafted = tmp_path / "crafted"
+    shutil.copytree(cacm_index.path, crafted)
+    codes_path = crafted / "inverted" / CODES_FILE
+    codes = np.load(codes_path)
+    codes[0] = np.iinfo(codes.dtype).max
+    np.save(codes_path, codes)
+    manifest = json.loads((crafted / storage.MANIFEST).read_text())
+    manifest["parts"]["inverted"]["files"][f"inverted/{CODES_FILE}"] = {
+        "sha256": storage.sha256_file(codes_path), "bytes": codes_path.stat().st_size}
+    (crafted / storage.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="stored impacts do not match the postings") as error:
+        BM25(Index.open(crafted)).searcher  # noqa: B018
+    assert error.value.path == str(codes_path)
 
 
 def test_index_without_stored_impacts_opens_and_computes_them(cacm_index, tmp_path):
@@ -116,7 +154,7 @@ def test_index_without_stored_impacts_opens_and_computes_them(cacm_index, tmp_pa
     old = tmp_path / "old"
     shutil.copytree(cacm_index.path, old)
     manifest = json.loads((old / storage.MANIFEST).read_text())
-    for name in (IMPACTS_FILE, MAX_IMPACTS_FILE, IMPACTS_MODEL_FILE):
+    for name in IMPACT_FILES:
         (old / "inverted" / name).unlink()
         del manifest["parts"]["inverted"]["files"][f"inverted/{name}"]
     (old / storage.MANIFEST).write_text(json.dumps(manifest))
@@ -146,7 +184,8 @@ def test_exhaustive_kernel_is_the_same_for_any_window(window, tmp_path):
     for k in (1, 10, 600):
         docs, scores = np.empty((len(queries), k), np.int64), np.empty((len(queries), k))
         counts = np.empty(len(queries), np.int64)
-        kernels.exhaustive_batch(index.indptr, index.docnos, impacts, query_ptr, terms, weights, k, window,
-                                 docs, scores, counts)
+        book = searcher.impacts
+        kernels.exhaustive_batch(index.indptr, index.docnos, book.codes, book.table, book.bases, query_ptr,
+                                 terms, weights, k, window, docs, scores, counts)
         got = [(docs[r, :n], scores[r, :n]) for r, n in enumerate(counts)]
         assert same(got, [searcher.search(q, k) for q in queries]), k

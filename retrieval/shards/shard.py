@@ -61,8 +61,8 @@ class ShardSearcher:
         """The impact searcher of a sparse model (BM25Model, DirichletModel, ...), built once."""
         if model not in self._searchers:
             inverted = self.index.inverted
-            self._searchers[model] = ImpactSearcher(inverted, *impacts_for(model, inverted, self.stats),
-                                                    model.nonnegative)
+            self._searchers[model] = ImpactSearcher(inverted, impacts_for(model, inverted, self.stats),
+                                                    nonnegative=model.nonnegative)
         return self._searchers[model]
 
     def weighted(self, bag: dict[str, float]) -> WeightedQuery:

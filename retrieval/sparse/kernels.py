@@ -1,5 +1,8 @@
 """Compiled (numba) query evaluation over per-posting impacts: exhaustive and MaxScore top k.
 
+Impacts come as a codebook (codebook.py): posting p of term t has impact
+table[bases[t] + codes[p]], the same float64 as one stored per posting.
+
 exhaustive_top_k scores every posting, term at a time within windows of
 WINDOW documents (the accumulators stay in the CPU's first-level cache);
 maxscore_top_k is document-at-a-time MaxScore. Both are exact by
@@ -108,7 +111,7 @@ def _seek(docnos, p, end, target):
 
 
 @njit(nogil=True, cache=True)
-def maxscore_top_k(indptr, docnos, impacts, max_impacts, terms, weights, k, num_docs,
+def maxscore_top_k(indptr, docnos, codes, table, bases, max_impacts, terms, weights, k, num_docs,
                    out_docs, out_scores):
     """Top k of one query (terms, weights: parallel arrays in query order) into out_*; returns the count."""
     m = len(terms)
@@ -120,6 +123,7 @@ def maxscore_top_k(indptr, docnos, impacts, max_impacts, terms, weights, k, num_
     order = np.argsort(bound, kind="mergesort")  # position j -> query term; bounds ascending
     cursor = np.empty(m, np.int64)
     end = np.empty(m, np.int64)
+    base = np.empty(m, np.int64)
     weight = np.empty(m)
     cumulative = np.empty(m)  # cumulative[j]: bound of a document found only in lists 0..j
     total = 0.0
@@ -127,6 +131,7 @@ def maxscore_top_k(indptr, docnos, impacts, max_impacts, terms, weights, k, num_
         t = terms[order[j]]
         cursor[j] = indptr[t]
         end[j] = indptr[t + 1]
+        base[j] = bases[t]
         weight[j] = weights[order[j]]
         total += bound[order[j]]
         cumulative[j] = total * BOUND_SLACK
@@ -148,7 +153,7 @@ def maxscore_top_k(indptr, docnos, impacts, max_impacts, terms, weights, k, num_
         for j in range(first_essential, m):
             p = cursor[j]
             if p < end[j] and docnos[p] == doc:
-                c = weight[j] * impacts[p]
+                c = weight[j] * table[base[j] + codes[p]]
                 contribution[order[j]] = c
                 present[order[j]] = True
                 partial += c
@@ -164,7 +169,7 @@ def maxscore_top_k(indptr, docnos, impacts, max_impacts, terms, weights, k, num_
             p = _seek(docnos, cursor[j], end[j], doc)
             cursor[j] = p
             if p < end[j] and docnos[p] == doc:
-                c = weight[j] * impacts[p]
+                c = weight[j] * table[base[j] + codes[p]]
                 contribution[order[j]] = c
                 present[order[j]] = True
                 partial += c
@@ -198,13 +203,13 @@ def maxscore_top_k(indptr, docnos, impacts, max_impacts, terms, weights, k, num_
 
 
 @njit(nogil=True, cache=True)
-def maxscore_batch(indptr, docnos, impacts, max_impacts, query_ptr, terms, weights, k, num_docs,
-                   out_docs, out_scores, out_counts):
+def maxscore_batch(indptr, docnos, codes, table, bases, max_impacts, query_ptr, terms, weights, k,
+                   num_docs, out_docs, out_scores, out_counts):
     """maxscore_top_k of query q = [query_ptr[q], query_ptr[q + 1]) of the flat terms/weights, into row q."""
     for q in range(len(query_ptr) - 1):
         a, b = query_ptr[q], query_ptr[q + 1]
-        out_counts[q] = maxscore_top_k(indptr, docnos, impacts, max_impacts, terms[a:b], weights[a:b], k,
-                                       num_docs, out_docs[q], out_scores[q])
+        out_counts[q] = maxscore_top_k(indptr, docnos, codes, table, bases, max_impacts, terms[a:b],
+                                       weights[a:b], k, num_docs, out_docs[q], out_scores[q])
 
 
 def readonly(array: np.ndarray) -> np.ndarray:
@@ -219,11 +224,11 @@ def warm_up() -> None:
     """Compile (or load from numba's on-disk cache) the kernel for the index's array types."""
     indptr = readonly(np.array([0, 1], np.int64))
     docnos = readonly(np.array([0], np.int32))
-    one = readonly(np.ones(1))
+    impacts = (readonly(np.zeros(1, np.uint16)), readonly(np.ones(1)), readonly(np.array([0, 1], np.int64)))
     query = (np.array([0, 1], np.int64), np.array([0], np.int64), np.ones(1), 1)
     out = (np.empty((1, 1), np.int64), np.empty((1, 1)), np.empty(1, np.int64))
-    maxscore_batch(indptr, docnos, one, one, *query, 1, *out)
-    exhaustive_batch(indptr, docnos, one, *query, WINDOW, *out)
+    maxscore_batch(indptr, docnos, *impacts, readonly(np.ones(1)), *query, 1, *out)
+    exhaustive_batch(indptr, docnos, *impacts, *query, WINDOW, *out)
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -253,12 +258,12 @@ def _any_at_least_then_zero(scores, span, threshold):
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _add_postings(window_scores, docnos, impacts, p, e, start, stop, w):
+def _add_postings(window_scores, docnos, codes, table, base, p, e, start, stop, w):
     """Add w * impact of the postings [p, e) below docno stop into window_scores (slot = docno - start);
     returns the first position not added. Unsigned positions spare numba's negative-index checks (1.2x)."""
-    q, end, one = np.uint64(p), np.uint64(e), np.uint64(1)
+    q, end, one, run = np.uint64(p), np.uint64(e), np.uint64(1), np.uint64(base)
     while q < end and docnos[q] < stop:
-        window_scores[np.uint64(docnos[q] - start)] += w * impacts[q]
+        window_scores[np.uint64(docnos[q] - start)] += w * table[run + codes[q]]
         q += one
     return np.int64(q)
 
@@ -274,8 +279,8 @@ def _scan_window(window_scores, span, start, heap_scores, heap_docs, k):
 
 
 @njit(nogil=True, cache=True)
-def exhaustive_top_k(indptr, docnos, impacts, terms, weights, k, window_scores, window_seen, window_slots,
-                     out_docs, out_scores):
+def exhaustive_top_k(indptr, docnos, codes, table, bases, terms, weights, k, window_scores, window_seen,
+                     window_slots, out_docs, out_scores):
     """Top k of one query by scoring every posting; returns the count.
 
     Term at a time within windows of len(window_scores) documents, so the
@@ -297,9 +302,11 @@ def exhaustive_top_k(indptr, docnos, impacts, terms, weights, k, window_scores, 
     cursor = np.empty(m, np.int64)
     begin = np.empty(m, np.int64)  # each list's position at the window's start
     end = np.empty(m, np.int64)
+    base = np.empty(m, np.int64)  # each term's run of the table
     for i in range(m):
         cursor[i] = indptr[terms[i]]
         end[i] = indptr[terms[i] + 1]
+        base[i] = bases[terms[i]]
     heap_scores = np.empty(k)
     heap_docs = np.empty(k, np.int64)
     size = 0
@@ -316,26 +323,26 @@ def exhaustive_top_k(indptr, docnos, impacts, terms, weights, k, window_scores, 
             span = 0  # slots [0, span) were touched
             for i in range(m):
                 begin[i] = cursor[i]
-                cursor[i] = _add_postings(window_scores, docnos, impacts, begin[i], end[i], start, stop,
-                                          weights[i])
+                cursor[i] = _add_postings(window_scores, docnos, codes, table, base[i], begin[i], end[i],
+                                          start, stop, weights[i])
                 if cursor[i] > begin[i]:
                     span = max(span, docnos[cursor[i] - 1] - start + 1)
             if _any_at_least_then_zero(window_scores, span, threshold):  # rare: add the window again, offer
                 for i in range(m):
-                    _add_postings(window_scores, docnos, impacts, begin[i], cursor[i], start, stop,
-                                  weights[i])
+                    _add_postings(window_scores, docnos, codes, table, base[i], begin[i], cursor[i], start,
+                                  stop, weights[i])
                 _scan_window(window_scores, span, start, heap_scores, heap_docs, k)
                 threshold = heap_scores[0]
             continue
         hits = 0  # record each document touched once
         for i in range(m):
-            p, e, w = cursor[i], end[i], weights[i]
+            p, e, w, run = cursor[i], end[i], weights[i], base[i]
             while p < e and docnos[p] < stop:
                 slot = docnos[p] - start
                 window_slots[hits] = slot  # kept only if the slot is new: no branch to mispredict
                 hits += 1 - window_seen[slot]
                 window_seen[slot] = 1
-                window_scores[slot] += w * impacts[p]
+                window_scores[slot] += w * table[run + codes[p]]
                 p += 1
             cursor[i] = p
         for h in range(hits):
@@ -351,7 +358,7 @@ def exhaustive_top_k(indptr, docnos, impacts, terms, weights, k, window_scores, 
 
 
 @njit(nogil=True, cache=True)
-def exhaustive_batch(indptr, docnos, impacts, query_ptr, terms, weights, k, window,
+def exhaustive_batch(indptr, docnos, codes, table, bases, query_ptr, terms, weights, k, window,
                      out_docs, out_scores, out_counts):
     """exhaustive_top_k of query q ([query_ptr[q], query_ptr[q + 1]) of terms/weights) into row q."""
     window_scores = np.zeros(window)
@@ -359,5 +366,5 @@ def exhaustive_batch(indptr, docnos, impacts, query_ptr, terms, weights, k, wind
     window_slots = np.empty(window + 1, np.int64)
     for q in range(len(query_ptr) - 1):
         a, b = query_ptr[q], query_ptr[q + 1]
-        out_counts[q] = exhaustive_top_k(indptr, docnos, impacts, terms[a:b], weights[a:b], k, window_scores,
-                                         window_seen, window_slots, out_docs[q], out_scores[q])
+        out_counts[q] = exhaustive_top_k(indptr, docnos, codes, table, bases, terms[a:b], weights[a:b], k,
+                                         window_scores, window_seen, window_slots, out_docs[q], out_scores[q])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from numba import vectorize
 from numpy.lib.format import open_memmap
 
 from retrieval.errors import InputError
+from retrieval.sparse.codebook import Impacts, encode
 from retrieval.sparse.inverted import InvertedIndex
 from retrieval.sparse.lucene_norms import quantised_lengths
 from retrieval.storage import load_array, release_pages, save_array
@@ -59,8 +61,10 @@ class CollectionStats:
                    total_terms=int(np.sum(index.doc_lengths, dtype=np.int64)), df=index.df, cf=index.cf)
 
 
-IMPACTS_FILE = "impacts.npy"          # float64 per posting, for the model named in IMPACTS_MODEL_FILE
-MAX_IMPACTS_FILE = "max_impacts.npy"  # float64 per term: the largest of its postings' impacts
+# The impacts of the model named in IMPACTS_MODEL_FILE, as a codebook (sparse.codebook):
+CODES_FILE = "impact_codes.npy"       # per posting: uint16 (or uint32) place in its term's run of the table
+TABLE_FILE = "impact_table.npy"       # float64: each term's distinct impacts, term after term
+BASES_FILE = "impact_bases.npy"       # int64, terms + 1: where each term's run starts
 IMPACTS_MODEL_FILE = "impacts.json"   # {"model": class name, parameters...}
 CHUNK_POSTINGS = 1 << 23              # impacts are computed this many postings at a time (bounded memory)
 
@@ -96,15 +100,28 @@ class ImpactModel:
                lo: int, hi: int) -> np.ndarray:
         raise NotImplementedError
 
-    def impacts(self, index: InvertedIndex, stats: CollectionStats | None = None,
-                out: np.ndarray | None = None) -> np.ndarray:
+    def impacts(self, index: InvertedIndex, stats: CollectionStats | None = None) -> np.ndarray:
+        """One float64 impact per posting (the reference the codebook reproduces)."""
+        out = np.empty(len(index.docnos), dtype=np.float64)
+        for lo, hi, values in self.chunks(index, stats):
+            out[index.indptr[lo]:index.indptr[hi]] = values
+        return out
+
+    def encoded(self, index: InvertedIndex, stats: CollectionStats | None = None,
+                codes_for: Callable[[type], np.ndarray] | None = None) -> Impacts:
+        """The impacts as a codebook, computed term range by term range (bounded memory); the codes
+        go into `codes_for(dtype)` (default: a new array in memory)."""
+        chunks = _Rerun(lambda: self.chunks(index, stats))
+        return encode(index.indptr, chunks, codes_for or (lambda dtype: np.empty(len(index.docnos), dtype)))
+
+    def chunks(self, index: InvertedIndex, stats: CollectionStats | None = None
+               ) -> Iterator[tuple[int, int, np.ndarray]]:
+        """(lo, hi, float64 impacts of the postings of terms [lo, hi)), about CHUNK_POSTINGS at a time."""
         stats = stats or CollectionStats.of(index)
         lengths = quantised_lengths(index.doc_lengths)
-        out = np.empty(len(index.docnos), dtype=np.float64) if out is None else out
         for lo, hi in _term_chunks(index):
-            out[index.indptr[lo]:index.indptr[hi]] = self._chunk(index, stats, lengths, lo, hi)
-            release_pages(out, index.docnos, index.tfs)  # bounded memory when these are file maps
-        return out
+            yield lo, hi, self._chunk(index, stats, lengths, lo, hi)
+            release_pages(index.docnos, index.tfs)  # bounded memory when these are file maps
 
     @property
     def key(self) -> dict:
@@ -167,54 +184,51 @@ class JelinekMercerModel(ImpactModel):
         return log1p((1.0 - self.lam) * tf / lengths[index.docnos[span]] / (self.lam * pc))
 
 
-def max_impacts(index: InvertedIndex, impacts: np.ndarray) -> np.ndarray:
-    """The largest impact of each term's postings (0 for a term without postings)."""
-    out = np.zeros(index.num_terms, dtype=np.float64)
-    for lo, hi in _term_chunks(index):
-        has = lo + np.flatnonzero(index.df[lo:hi] > 0)
-        if len(has):
-            start = int(index.indptr[lo])
-            chunk = impacts[start:int(index.indptr[hi])]
-            out[has] = np.maximum.reduceat(chunk, index.indptr[has] - start)
-        release_pages(impacts)
-    return out
+class _Rerun:
+    """An iterable that calls `make` for each pass (encode may start over with wider codes)."""
+
+    def __init__(self, make: Callable[[], Iterator]):
+        self.make = make
+
+    def __iter__(self) -> Iterator:
+        return self.make()
 
 
 def write_impacts(path: Path, model: ImpactModel) -> None:
-    """Precompute a model's impacts and per-term maxima into an inverted part being built.
+    """Precompute a model's impacts (as a codebook) into an inverted part being built.
 
     Written at build time for the default BM25, so that searching with it neither
     pays a pass over all postings on the first query nor holds them in memory
-    (the files are memory-mapped); other models compute theirs on load.
+    (the codes are memory-mapped); other models compute theirs on load.
     """
     index = InvertedIndex(path)
     release_pages(index.docnos, index.tfs)  # opening checks every posting; keep none resident
-    impacts = open_memmap(path / IMPACTS_FILE, mode="w+", dtype=np.float64, shape=(len(index.docnos),))
-    model.impacts(index, out=impacts)
-    impacts.flush()
-    save_array(path / MAX_IMPACTS_FILE, max_impacts(index, impacts))
+
+    def codes_file(dtype: type) -> np.ndarray:
+        return open_memmap(path / CODES_FILE, mode="w+", dtype=dtype, shape=(len(index.docnos),))
+
+    impacts = model.encoded(index, codes_for=codes_file)
+    impacts.codes.flush()
+    save_array(path / TABLE_FILE, impacts.table)
+    save_array(path / BASES_FILE, impacts.bases)
     del impacts
     (path / IMPACTS_MODEL_FILE).write_text(json.dumps(model.key, sort_keys=True) + "\n")
 
 
 def impacts_for(model: ImpactModel, index: InvertedIndex,
-                stats: CollectionStats | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(impacts, per-term max impacts) of `model`: the stored ones when the index has them for this
+                stats: CollectionStats | None = None) -> Impacts:
+    """The impacts of `model`: the stored ones when the index has them for this
     model and its own statistics, else computed now (an index built before they were stored, another
     model or parameters, or a shard scoring with the whole collection's statistics)."""
     stored = index.path / IMPACTS_MODEL_FILE
-    if stats is None and stored.is_file():
+    if stats is None and stored.is_file() and (index.path / CODES_FILE).is_file():
         try:
             key = json.loads(stored.read_text())
         except ValueError:
             raise InputError("unreadable impacts description; rebuild the index", stored) from None
         if key == model.key:
-            impacts = np.asarray(load_array(index.path / IMPACTS_FILE))
-            maxima = np.asarray(load_array(index.path / MAX_IMPACTS_FILE))
-            if (impacts.shape != index.docnos.shape or impacts.dtype != np.float64
-                    or maxima.shape != (index.num_terms,) or maxima.dtype != np.float64):
-                raise InputError("stored impacts do not match the postings; rebuild the index",
-                                 index.path / IMPACTS_FILE)
-            return impacts, maxima
-    impacts = model.impacts(index, stats)
-    return impacts, max_impacts(index, impacts)
+            impacts = Impacts(*(np.asarray(load_array(index.path / name))
+                                for name in (CODES_FILE, TABLE_FILE, BASES_FILE)))
+            impacts.check(index.indptr, index.path / CODES_FILE, lambda: release_pages(impacts.codes))
+            return impacts
+    return model.encoded(index, stats)

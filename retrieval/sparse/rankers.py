@@ -65,7 +65,7 @@ class SparseRanker(Stage):
     @cached_property
     def searcher(self) -> ImpactSearcher:
         inverted = self.index.inverted
-        return ImpactSearcher(inverted, *impacts_for(self.model, inverted), self.model.nonnegative)
+        return ImpactSearcher(inverted, impacts_for(self.model, inverted), nonnegative=self.model.nonnegative)
 
     def analyse(self, text: str) -> Counter[str]:
         """Query term counts after analysis (terms unknown to the index included)."""

@@ -23,6 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from retrieval.sparse import kernels
+from retrieval.sparse.codebook import Impacts, from_values
 from retrieval.sparse.inverted import InvertedIndex
 
 WeightedQuery = list[tuple[int, float]]  # (term id, weight)
@@ -35,46 +36,45 @@ METHODS = ("auto", "maxscore", "exhaustive")
 class ImpactSearcher:
     """Sums weighted impacts over postings; used by every sparse ranker.
 
-    `max_impacts` (per term, as stored at build time) bounds each term's
-    impacts for dynamic pruning; computed here when not given. `nonnegative`
-    says that no impact is below 0 (every model's are not); checked here when not given.
+    `impacts` is a codebook (codebook.Impacts) or one float64 per posting
+    (encoded here). `max_impacts` (per term) bounds each term's impacts for
+    dynamic pruning; computed here when not given. `nonnegative` says that no
+    impact is below 0 (every model's are not); checked here when not given.
     """
 
-    def __init__(self, index: InvertedIndex, impacts: np.ndarray, max_impacts: np.ndarray | None = None,
-                 nonnegative: bool | None = None):
+    def __init__(self, index: InvertedIndex, impacts: Impacts | np.ndarray,
+                 max_impacts: np.ndarray | None = None, nonnegative: bool | None = None):
         self.index = index
-        self.impacts = impacts
-        if max_impacts is None:
-            from retrieval.sparse.models import max_impacts as compute_max
-
-            max_impacts = compute_max(index, impacts)
-        self.max_impacts = max_impacts
+        self.impacts = impacts if isinstance(impacts, Impacts) else from_values(index.indptr, impacts)
+        self.max_impacts = self.impacts.maxima() if max_impacts is None else max_impacts
         if nonnegative is not None:
             self.nonnegative = nonnegative
 
     @cached_property
     def always_positive(self) -> bool:
-        """Whether every impact is > 0 (a pass over all impacts; only the exhaustive paths ask)."""
-        return bool(len(self.impacts)) and float(np.min(self.impacts)) > 0.0
+        """Whether every impact is > 0 (only the numpy path asks)."""
+        lowest = self.impacts.minimum()
+        return lowest is not None and lowest > 0.0
 
     @cached_property
     def nonnegative(self) -> bool:
-        """Whether every impact is >= 0, as MaxScore requires (a pass over all impacts, once)."""
-        return not len(self.impacts) or float(np.min(self.impacts)) >= 0.0
+        """Whether every impact is >= 0, as the kernels require."""
+        lowest = self.impacts.minimum()
+        return lowest is None or lowest >= 0.0
 
     def accumulate(self, query: WeightedQuery) -> tuple[np.ndarray, np.ndarray]:
         """(docnos matching any query term, ascending; their scores)."""
         indptr, docnos, impacts = self.index.indptr, self.index.docnos, self.impacts
-        spans = [(indptr[t], indptr[t + 1], w) for t, w in query]
+        spans = [(t, indptr[t], indptr[t + 1], w) for t, w in query]
         if not spans:
             return np.zeros(0, np.int32), np.zeros(0)
-        docs = np.concatenate([docnos[s:e] for s, e, _ in spans])
-        values = np.concatenate([impacts[s:e] * w for s, e, w in spans])
+        docs = np.concatenate([docnos[s:e] for _, s, e, _ in spans])
+        values = np.concatenate([impacts.values(t, s, e) * w for t, s, e, w in spans])
         n = self.index.num_docs
         if len(docs) * 8 > n:  # dense accumulator: cheaper than sorting the postings
             scores = np.bincount(docs, weights=values, minlength=n)
             # Positive impacts and weights: matched <=> non-zero score (saves a pass).
-            positive = self.always_positive and all(w > 0 for _, _, w in spans)
+            positive = self.always_positive and all(w > 0 for *_, w in spans)
             matched = np.flatnonzero(scores if positive else np.bincount(docs, minlength=n))
             return matched, scores[matched]
         matched, inverse = np.unique(docs, return_inverse=True)
@@ -115,7 +115,9 @@ class ImpactSearcher:
     def _kernel_many(self, queries: list[WeightedQuery], k: int, threads: int,
                      method: str) -> list[tuple[np.ndarray, np.ndarray]]:
         index = self.index
-        postings = [kernels.readonly(np.asarray(a)) for a in (index.indptr, index.docnos, self.impacts)]
+        impacts = self.impacts
+        postings = [kernels.readonly(np.asarray(a))
+                    for a in (index.indptr, index.docnos, impacts.codes, impacts.table, impacts.bases)]
         maxima = kernels.readonly(np.asarray(self.max_impacts)) if method == "maxscore" else None
 
         def kernel(query: tuple, out: tuple) -> None:
