@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit
 
 from retrieval.errors import InputError
+from retrieval.sparse.inverted import term_ranges
 
 CODE_TYPES = (np.uint16, np.uint32)  # tried in this order: the narrowest that holds every term's run
 CHECK_POSTINGS = 1 << 24  # codes checked this many at a time (bounded resident memory)
@@ -60,25 +61,21 @@ class Impacts:
                 or self.codes.dtype not in CODE_TYPES or len(self.codes) != int(indptr[-1])
                 or self.bases[0] != 0 or self.bases[-1] != len(self.table) or np.any(sizes < 0)):
             raise InputError("stored impacts do not match the postings; rebuild the index", path)
-        lo, terms = 0, len(sizes)
-        while lo < terms:  # term ranges of about CHECK_POSTINGS postings
-            hi = int(np.searchsorted(indptr, indptr[lo] + CHECK_POSTINGS, "right")) - 1
-            hi = min(terms, max(lo + 1, hi))
+        for lo, hi in term_ranges(indptr, CHECK_POSTINGS):
             if not _codes_fit(indptr, self.codes, sizes, lo, hi):
                 raise InputError("stored impacts do not match the postings; rebuild the index", path)
             release()
-            lo = hi
 
 
-def encode(indptr: np.ndarray, chunks: Iterable[tuple[int, int, np.ndarray]],
+def encode(indptr: np.ndarray, chunks: Callable[[], Iterable[tuple[int, int, np.ndarray]]],
            codes_for: Callable[[type], np.ndarray]) -> Impacts:
-    """The codebook of impacts given term range by term range: `chunks` yields (lo, hi, float64
-    impacts of the postings of terms [lo, hi)); `codes_for(dtype)` gives the array (in memory or a
-    file map) that receives the codes. Tries uint16 first and starts again with uint32 if a term
-    has more distinct impacts than uint16 can number (so `chunks` must be re-iterable)."""
+    """The codebook of impacts given term range by term range: each pass of `chunks()` yields (lo,
+    hi, float64 impacts of the postings of terms [lo, hi)); `codes_for(dtype)` gives the array (in
+    memory or a file map) that receives the codes. Tries uint16 first and makes a second pass with
+    uint32 if a term has more distinct impacts than uint16 can number."""
     for dtype in CODE_TYPES:
         codes = codes_for(dtype)
-        impacts = _encode_with(indptr, chunks, codes, int(np.iinfo(dtype).max) + 1)
+        impacts = _encode_with(indptr, chunks(), codes, int(np.iinfo(dtype).max) + 1)
         if impacts is not None:
             return impacts
     raise AssertionError("uint32 codes number any term's postings")
@@ -100,7 +97,6 @@ def _encode_with(indptr: np.ndarray, chunks: Iterable[tuple[int, int, np.ndarray
         bases[lo + 1:hi + 1] = filled + np.cumsum(sizes)
         tables.append(table[:used].copy())
         filled += used
-    bases[-1] = filled
     table = np.concatenate(tables).view(np.float64) if tables else np.zeros(0)
     return Impacts(codes, table, bases)
 
@@ -108,7 +104,7 @@ def _encode_with(indptr: np.ndarray, chunks: Iterable[tuple[int, int, np.ndarray
 def from_values(indptr: np.ndarray, values: np.ndarray) -> Impacts:
     """The codebook of one float64 impact per posting (in memory)."""
     terms = len(indptr) - 1
-    return encode(indptr, [(0, terms, values)] if terms else [],
+    return encode(indptr, lambda: [(0, terms, values)] if terms else [],
                   lambda dtype: np.empty(len(values), dtype))
 
 

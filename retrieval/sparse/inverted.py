@@ -23,6 +23,18 @@ from retrieval.errors import InputError
 from retrieval.storage import load_array, release_pages, save_array
 
 
+def term_ranges(indptr: np.ndarray, postings: int) -> list[tuple[int, int]]:
+    """Term ranges [lo, hi) of about `postings` postings each (a term is never split), covering every
+    term of the CSR offsets `indptr`: how passes over all postings keep their memory bounded."""
+    terms = len(indptr) - 1
+    bounds = [0]
+    while bounds[-1] < terms:
+        lo = bounds[-1]
+        hi = int(np.searchsorted(indptr, indptr[lo] + postings, side="right")) - 1
+        bounds.append(min(max(hi, lo + 1), terms))
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
 class InvertedIndexBuilder:
     """Accumulates analysed documents, then writes the postings arrays, in bounded memory.
 

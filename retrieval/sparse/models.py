@@ -25,7 +25,7 @@ from numpy.lib.format import open_memmap
 
 from retrieval.errors import InputError
 from retrieval.sparse.codebook import Impacts, encode
-from retrieval.sparse.inverted import InvertedIndex
+from retrieval.sparse.inverted import InvertedIndex, term_ranges
 from retrieval.sparse.lucene_norms import quantised_lengths
 from retrieval.storage import load_array, release_pages, save_array
 
@@ -74,17 +74,6 @@ def _collection_probability(stats: CollectionStats) -> np.ndarray:
     return (stats.cf + 1.0) / (float(stats.total_terms) + 1.0)
 
 
-def _term_chunks(index: InvertedIndex, chunk: int = CHUNK_POSTINGS) -> list[tuple[int, int]]:
-    """Term ranges [lo, hi) of about `chunk` postings each (a term is never split)."""
-    indptr = index.indptr
-    bounds = [0]
-    while bounds[-1] < index.num_terms:
-        lo = bounds[-1]
-        hi = int(np.searchsorted(indptr, indptr[lo] + chunk, side="right")) - 1
-        bounds.append(min(max(hi, lo + 1), index.num_terms))
-    return list(zip(bounds[:-1], bounds[1:]))
-
-
 class ImpactModel:
     """A model whose score is a sum over query terms of weight * per-posting impact.
 
@@ -111,15 +100,15 @@ class ImpactModel:
                 codes_for: Callable[[type], np.ndarray] | None = None) -> Impacts:
         """The impacts as a codebook, computed term range by term range (bounded memory); the codes
         go into `codes_for(dtype)` (default: a new array in memory)."""
-        chunks = _Rerun(lambda: self.chunks(index, stats))
-        return encode(index.indptr, chunks, codes_for or (lambda dtype: np.empty(len(index.docnos), dtype)))
+        return encode(index.indptr, lambda: self.chunks(index, stats),
+                      codes_for or (lambda dtype: np.empty(len(index.docnos), dtype)))
 
     def chunks(self, index: InvertedIndex, stats: CollectionStats | None = None
                ) -> Iterator[tuple[int, int, np.ndarray]]:
         """(lo, hi, float64 impacts of the postings of terms [lo, hi)), about CHUNK_POSTINGS at a time."""
         stats = stats or CollectionStats.of(index)
         lengths = quantised_lengths(index.doc_lengths)
-        for lo, hi in _term_chunks(index):
+        for lo, hi in term_ranges(index.indptr, CHUNK_POSTINGS):
             yield lo, hi, self._chunk(index, stats, lengths, lo, hi)
             release_pages(index.docnos, index.tfs)  # bounded memory when these are file maps
 
@@ -182,16 +171,6 @@ class JelinekMercerModel(ImpactModel):
         pc = np.repeat(_collection_probability(stats)[lo:hi], index.df[lo:hi])
         tf = np.asarray(index.tfs[span], dtype=np.float64)
         return log1p((1.0 - self.lam) * tf / lengths[index.docnos[span]] / (self.lam * pc))
-
-
-class _Rerun:
-    """An iterable that calls `make` for each pass (encode may start over with wider codes)."""
-
-    def __init__(self, make: Callable[[], Iterator]):
-        self.make = make
-
-    def __iter__(self) -> Iterator:
-        return self.make()
 
 
 def write_impacts(path: Path, model: ImpactModel) -> None:

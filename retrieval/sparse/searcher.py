@@ -38,18 +38,20 @@ class ImpactSearcher:
     """Sums weighted impacts over postings; used by every sparse ranker.
 
     `impacts` is a codebook (codebook.Impacts) or one float64 per posting
-    (encoded here). `max_impacts` (per term) bounds each term's impacts for
-    dynamic pruning; computed here when not given. `nonnegative` says that no
-    impact is below 0 (every model's are not); checked here when not given.
+    (encoded here). `nonnegative` says that no impact is below 0 (every
+    model's are not); checked here when not given.
     """
 
-    def __init__(self, index: InvertedIndex, impacts: Impacts | np.ndarray,
-                 max_impacts: np.ndarray | None = None, nonnegative: bool | None = None):
+    def __init__(self, index: InvertedIndex, impacts: Impacts | np.ndarray, nonnegative: bool | None = None):
         self.index = index
         self.impacts = impacts if isinstance(impacts, Impacts) else from_values(index.indptr, impacts)
-        self.max_impacts = self.impacts.maxima() if max_impacts is None else max_impacts
         if nonnegative is not None:
             self.nonnegative = nonnegative
+
+    @cached_property
+    def max_impacts(self) -> np.ndarray:
+        """Each term's largest impact: the bounds MaxScore prunes with (computed when first asked)."""
+        return self.impacts.maxima()
 
     @cached_property
     def always_positive(self) -> bool:
