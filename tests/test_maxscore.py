@@ -123,6 +123,21 @@ def test_a_term_with_more_distinct_impacts_than_uint16_numbers_gets_uint32_codes
     assert impacts.maxima().tolist() == [1.0, values.max()]
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_codebook_runs_are_each_terms_distinct_values_in_ascending_bit_order(seed):
+    rng = np.random.default_rng(seed)
+    df = rng.choice([0, 1, 2, 5, 40, 3000], size=60)
+    indptr = np.concatenate([[0], np.cumsum(df)])
+    pool = np.concatenate([[0.0, -0.0, 1.0, -1.5, np.inf], rng.random(200) * 10])  # -0.0 apart from 0.0
+    values = pool[rng.integers(0, len(pool), int(indptr[-1]))]
+    impacts = from_values(indptr, values)
+    for term in range(len(df)):
+        lo, hi = indptr[term], indptr[term + 1]
+        run = impacts.table[impacts.bases[term]:impacts.bases[term + 1]]
+        assert run.view(np.int64).tolist() == np.unique(values[lo:hi].view(np.int64)).tolist()
+        assert impacts.values(term, lo, hi).tobytes() == values[lo:hi].tobytes()
+
+
 def test_codes_beyond_their_terms_run_are_refused_on_load(cacm_index, tmp_path):
     """A crafted index whose codes point past a term's run would make the kernels read outside the
     table: opening it (checksums and all) is refused, naming the file."""

@@ -111,22 +111,56 @@ def from_values(indptr: np.ndarray, values: np.ndarray) -> Impacts:
 @njit(cache=True)
 def _encode_terms(indptr, bits, lo, hi, limit, codes, table, sizes):
     """Codes of the postings of terms [lo, hi) (`bits`: their impacts' bit patterns, from posting
-    indptr[lo]) into `codes`, each term's distinct values appended to `table`, their count to
-    `sizes`; returns the table entries used, or -1 if a term has more than `limit` distinct values."""
+    indptr[lo]) into `codes`, each term's distinct values appended to `table` in ascending order,
+    their count to `sizes`; returns the table entries used, or -1 if a term has more than `limit`
+    distinct values. One pass a term through an open-addressing hash of bit patterns, then a sort
+    of the few distinct values (a sort of every posting was most of the encoding time)."""
     start = indptr[lo]
+    most = 1  # the most distinct values a term here can have
+    for t in range(lo, hi):
+        most = max(most, min(indptr[t + 1] - indptr[t], limit + 1))
+    slot_of = np.full(_hash_size(most)[0], -1, np.int64)  # hash slot -> local id (first-seen order)
+    keys = np.empty(most, np.int64)  # local id -> bit pattern
+    where = np.empty(most, np.int64)  # local id -> its slot, to clear it for the next term
+    rank = np.empty(most, np.int64)  # local id -> position in the ascending run
     used = 0
     for t in range(lo, hi):
         s, e = indptr[t] - start, indptr[t + 1] - start
         if e == s:
             continue
-        run = np.unique(bits[s:e])
-        if len(run) > limit:
-            return -1
-        table[used:used + len(run)] = run
-        codes[s:e] = np.searchsorted(run, bits[s:e])
-        sizes[t - lo] = len(run)
-        used += len(run)
+        size, log2 = _hash_size(min(e - s, limit + 1))
+        shift, mask = np.uint64(64 - log2), size - 1
+        distinct = 0
+        for p in range(s, e):
+            key = bits[p]
+            slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> shift)
+            while slot_of[slot] >= 0 and keys[slot_of[slot]] != key:
+                slot = (slot + 1) & mask
+            if slot_of[slot] < 0:
+                if distinct == limit:
+                    return -1
+                slot_of[slot], keys[distinct], where[distinct] = distinct, key, slot
+                distinct += 1
+            codes[p] = slot_of[slot]
+        order = np.argsort(keys[:distinct])
+        for i in range(distinct):
+            rank[order[i]] = i
+            table[used + i] = keys[order[i]]
+            slot_of[where[i]] = -1
+        for p in range(s, e):
+            codes[p] = rank[codes[p]]
+        sizes[t - lo] = distinct
+        used += distinct
     return used
+
+
+@njit(cache=True, inline="always")
+def _hash_size(values):
+    """(size, log2 size): a power of two at least twice `values` (at most half full: short probes)."""
+    size, log2 = 8, 3
+    while size < 2 * values:
+        size, log2 = 2 * size, log2 + 1
+    return size, log2
 
 
 @njit(cache=True)
