@@ -14,7 +14,8 @@ paths after a warm-up (so load from other processes hits every path alike),
 median and range over --repeats. nDCG@10 on SciFact test, and on the SciFact
 training queries (validation: int8 is chosen for `auto` there, never on test),
 from a full-corpus encoding with each path (flat index, query id removed from
-its hits), cached.
+its hits), cached; and the mean cosine of each path's document embeddings to
+fp32's.
 Prints one Markdown table and writes it to eval/results/dense.md; with
 RETRIEVAL_NO_BF16=1 it measures the paths a CPU without bf16 gets.
 """
@@ -51,6 +52,7 @@ from retrieval.dense.encoder import (  # noqa: E402
     model_checksum,
 )
 from retrieval.dense.faiss_index import build_faiss  # noqa: E402
+from retrieval.int8_outliers import stored_channels  # noqa: E402
 from retrieval.types import Run  # noqa: E402
 
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -73,7 +75,8 @@ class PeerPath:
                                          **kwargs)
         self.model.max_seq_length = 256
         if precision == "int8":
-            self.model[0].auto_model = precisions.prepare(self.model[0].auto_model, "int8")
+            self.model[0].auto_model = precisions.prepare(self.model[0].auto_model, "int8",
+                                                                 stored_channels(model_checksum(None)))
         self.threads, self.batch_size, self.pool = threads, 32, None
         if processes > 1:
             torch.set_num_threads(1)  # the pool's processes inherit one thread each
@@ -99,10 +102,17 @@ def evaluate(doc_ids: list[str], docs: np.ndarray, queries: np.ndarray, qids: li
     return ir_measures.calc_aggregate([NDCG], qrels, run.scores())[NDCG]
 
 
+def encoding_identity(name: str) -> list:
+    """What decides a path's embeddings besides the texts (int8: also its outlier channels)."""
+    identity = [model_checksum(None), name, precisions.instruction_sets()]
+    return identity + [stored_channels(model_checksum(None))] if name == "int8" else identity
+
+
 def full_encoding(name: str, path, texts: list[str], qtexts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Corpus and query embeddings of one path, cached on disk (.npz keyed by the model's checksum, the
-    path, the CPU's instruction sets and the texts) so a rerun re-measures speed without re-encoding."""
-    key = json.dumps([model_checksum(None), name, precisions.instruction_sets(), texts, qtexts])
+    path, the CPU's instruction sets, int8's outlier channels and the texts) so a rerun re-measures speed
+    without re-encoding."""
+    key = json.dumps([*encoding_identity(name), texts, qtexts])
     cache = cache_root() / "bench-dense" / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
     if cache.is_file():
         with np.load(cache, allow_pickle=False) as stored:
@@ -116,7 +126,7 @@ def full_encoding(name: str, path, texts: list[str], qtexts: list[str]) -> tuple
 
 def query_encoding(name: str, path, qtexts: list[str]) -> np.ndarray:
     """Query embeddings of one path, cached like `full_encoding` (validation queries)."""
-    key = json.dumps([model_checksum(None), name, precisions.instruction_sets(), "queries", qtexts])
+    key = json.dumps([*encoding_identity(name), "queries", qtexts])
     cache = cache_root() / "bench-dense" / f"{name}-q-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npy"
     if cache.is_file():
         return np.load(cache, allow_pickle=False)
@@ -190,11 +200,14 @@ def encoding_table(args, corpus, qids, qtexts, qrels) -> tuple[list[str], np.nda
     valid = {name: evaluate(doc_ids, full_encoding(name, paths[name], texts, qtexts)[0],
                             query_encoding(name, paths[name], list(train.values())), list(train), train_qrels)
              for name in ndcg}
+    reference = full_encoding("fp32", paths["fp32"], texts, qtexts)[0]
+    cosine = {name: float(np.mean(np.sum(full_encoding(name, paths[name], texts, qtexts)[0] * reference, 1)))
+              for name in ndcg}  # how closely each path's document embeddings follow fp32's
     auto = precisions.resolve(precisions.AUTO, tuple(args.paths), int8_within_limit=INT8_WITHIN_LIMIT)
     lines = [f"| path | layout | batch | docs/s median (range over {args.repeats}) | × peer, same precision |"
-             f" × {default_peer} (peer default) | validation nDCG@10 | Δ vs fp32 | test nDCG@10 |"
-             " Δ vs fp32 |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             f" × {default_peer} (peer default) | mean cosine to fp32 (documents) | validation nDCG@10 |"
+             " Δ vs fp32 | test nDCG@10 | Δ vs fp32 |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, path in paths.items():
         ours = not name.startswith(PEER)
         label = f"**{name} (auto)**" if name == auto else name
@@ -204,7 +217,8 @@ def encoding_table(args, corpus, qids, qtexts, qrels) -> tuple[list[str], np.nda
         lines.append(f"| {label} | {layout[name]} | {path.batch_size} | {rate[name]:.1f}"
                      f" ({spread[name][0]:.1f}–{spread[name][1]:.1f}) |"
                      f" {f'{rate[name] / rate[same]:.2f}× ({same})' if same else '–'} |"
-                     f" {rate[name] / rate[default_peer]:.2f}× | {quality} |")
+                     f" {rate[name] / rate[default_peer]:.2f}× |"
+                     f" {f'{cosine[name]:.4f}' if name in cosine else '–'} | {quality} |")
     delta = valid["int8"] - valid["fp32"] if "int8" in valid else float("nan")
     lines += ["", int8_decision("the dense encoder", delta, LIMIT, INT8_WITHIN_LIMIT,
                                 f"{len(train)} SciFact training queries, nDCG@10", "dense/encoder.py")]

@@ -36,7 +36,8 @@ from retrieval.rankers import RANKERS, build
 from retrieval.significance import compare
 from retrieval.types import Qrels, Queries, Run, natural_key
 
-CACHE_VERSION = 2  # bumped when a cached record changes shape (2: QA rows carry their settings)
+CACHE_VERSION = 3  # bumped when a cached record changes shape or its arithmetic (2: QA rows carry their
+# settings; 3: the dense encoder's int8 keeps outlier channels in fp32, retrieval.int8_outliers)
 IPREC = [f"IPrec@{r / 10:.1f}" for r in range(11)]
 
 # ---------------------------------------------------------------- building and running

@@ -4,12 +4,14 @@ No model, checkpoint or index stores a precision: whatever a model was built or
 trained with, it loads and runs in any precision here. The torch paths are
 `fp32` (the exact reference), `bf16` (matmul weights cast to bf16 once,
 LayerNorm/softmax kept in fp32 by autocast; needs CPU bf16 instructions) and
-`int8` (dynamic quantisation, per-channel weights, of every Linear layer but
-the feed-forward down-projections: their inputs, post-GELU activations, have
-outliers that per-tensor int8 activations lose; SciFact nDCG@10 −0.0060 with
-them quantised, +0.0011 without). int8 activations are quantised per batch, so
-a text's embedding moves slightly with its batch-mates (cosine to fp32 about
-0.985-0.99; the same inputs still give the same bytes).
+`int8` (dynamic quantisation, per-channel weights, of every Linear layer; the
+feed-forward down-projections' inputs, post-GELU activations, have an outlier
+channel that per-tensor int8 activations lose, so those layers run int8 only
+for a model with calibrated outlier channels, which stay fp32
+(retrieval.int8_outliers), and fp32 otherwise). int8 activations are
+quantised per batch, so a text's embedding moves slightly with its
+batch-mates (the dense encoder's cosine to fp32 is about 0.98-0.99; the same
+inputs still give the same bytes).
 
 `auto`, the default everywhere, picks the fastest path that stays within each
 model's limit: bf16 where the CPU has bf16 instructions; else int8 where int8
@@ -34,7 +36,7 @@ import contextlib
 import functools
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,15 +148,26 @@ def torch_path(precision: str | None) -> str | None:
     return {"onnx": "fp32", "onnx-int8": "int8"}.get(precision or AUTO, precision)
 
 
-def prepare(model: Any, precision: str) -> Any:
-    """The torch model ready to run in `precision` (bf16: Linear weights cast once; int8: quantised)."""
+def prepare(model: Any, precision: str, outliers: Mapping[str, Sequence[int]] | None = None) -> Any:
+    """The torch model ready to run in `precision` (bf16: Linear weights cast once; int8: quantised).
+
+    int8 quantises every Linear layer that widens or keeps its input. A narrowing one (a feed-forward
+    down-projection) stays fp32 unless `outliers` names its outlier input channels (module name ->
+    channel numbers, see retrieval.int8_outliers): those channels stay fp32, the rest runs int8."""
     import torch
 
     if precision == "int8":
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
+        from retrieval.int8_outliers import OutlierSplit
+
+        for name, channels in (outliers or {}).items():
+            parent, _, child = name.rpartition(".")
+            holder = model.get_submodule(parent) if parent else model
+            setattr(holder, child, OutlierSplit(model.get_submodule(name), channels))
         layers = {name: per_channel_dynamic_qconfig for name, module in model.named_modules()
-                  if isinstance(module, torch.nn.Linear) and module.in_features <= module.out_features}
+                  if isinstance(module, torch.nn.Linear)
+                  and (module.in_features <= module.out_features or name.endswith(".int8_part"))}
         with warnings.catch_warnings():  # torch.ao's deprecation notes; the API is in torch==2.13
             warnings.simplefilter("ignore")
             return quantize_dynamic(model, layers, dtype=torch.qint8)
