@@ -83,6 +83,10 @@ class PeerPath:
             self.pool = self.model.start_multi_process_pool(["cpu"] * processes)
             atexit.register(self.model.stop_multi_process_pool, self.pool)
 
+    @property
+    def effective_batch_size(self) -> int:
+        return self.batch_size
+
     def encode(self, texts: list[str], desc: str = "") -> np.ndarray:
         torch.set_num_threads(self.threads)
         return np.asarray(self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
@@ -102,17 +106,20 @@ def evaluate(doc_ids: list[str], docs: np.ndarray, queries: np.ndarray, qids: li
     return ir_measures.calc_aggregate([NDCG], qrels, run.scores())[NDCG]
 
 
-def encoding_identity(name: str) -> list:
-    """What decides a path's embeddings besides the texts (int8: also its outlier channels)."""
+def encoding_identity(name: str, path) -> list:
+    """What decides a path's embeddings besides the texts (int8, which quantises a batch at a time: also
+    its outlier channels and batch size)."""
     identity = [model_checksum(None), name, precisions.instruction_sets()]
-    return identity + [stored_channels(model_checksum(None))] if name == "int8" else identity
+    if name == "int8":
+        identity += [stored_channels(model_checksum(None)), path.effective_batch_size]
+    return identity
 
 
 def full_encoding(name: str, path, texts: list[str], qtexts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Corpus and query embeddings of one path, cached on disk (.npz keyed by the model's checksum, the
     path, the CPU's instruction sets, int8's outlier channels and the texts) so a rerun re-measures speed
     without re-encoding."""
-    key = json.dumps([*encoding_identity(name), texts, qtexts])
+    key = json.dumps([*encoding_identity(name, path), texts, qtexts])
     cache = cache_root() / "bench-dense" / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
     if cache.is_file():
         with np.load(cache, allow_pickle=False) as stored:
@@ -126,7 +133,7 @@ def full_encoding(name: str, path, texts: list[str], qtexts: list[str]) -> tuple
 
 def query_encoding(name: str, path, qtexts: list[str]) -> np.ndarray:
     """Query embeddings of one path, cached like `full_encoding` (validation queries)."""
-    key = json.dumps([*encoding_identity(name), "queries", qtexts])
+    key = json.dumps([*encoding_identity(name, path), "queries", qtexts])
     cache = cache_root() / "bench-dense" / f"{name}-q-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npy"
     if cache.is_file():
         return np.load(cache, allow_pickle=False)
@@ -145,6 +152,9 @@ def seconds(path, sample: list[str]) -> float:
 def best_batch_sizes(paths: dict, sample: list[str], sizes: list[int]) -> None:
     """Give each path the batch size that encoded the sample fastest (one timed run per size)."""
     for name, path in paths.items():
+        if path.effective_batch_size != path.batch_size:
+            print(f"{name}: one text a batch (fixed)", file=sys.stderr, flush=True)
+            continue
         timings = {}
         for size in sizes:
             path.batch_size = size
@@ -214,7 +224,7 @@ def encoding_table(args, corpus, qids, qtexts, qrels) -> tuple[list[str], np.nda
         same = peers.get(SAME_PRECISION[name]) if ours else None
         quality = " | ".join(f"{got[name]:.4f} | {got[name] - got['fp32']:+.4f}" if name in got
                              else "– | –" for got in (valid, ndcg))
-        lines.append(f"| {label} | {layout[name]} | {path.batch_size} | {rate[name]:.1f}"
+        lines.append(f"| {label} | {layout[name]} | {path.effective_batch_size} | {rate[name]:.1f}"
                      f" ({spread[name][0]:.1f}–{spread[name][1]:.1f}) |"
                      f" {f'{rate[name] / rate[same]:.2f}× ({same})' if same else '–'} |"
                      f" {rate[name] / rate[default_peer]:.2f}× |"
@@ -277,7 +287,8 @@ def main() -> None:
     publish(args.out, "\n".join(
         ["# Dense retrieval: SciFact (5,183 docs, 300 test queries), all-MiniLM-L6-v2", "",
          f"Encoding {args.sample} SciFact documents, max length 256, {args.threads} cores; each path at its"
-         f" best batch size of {args.batch_sizes} and the peer also at its best layout. **auto** is the"
+         f" best batch size of {args.batch_sizes} (int8: one text a batch, so that a text's embedding does"
+         " not depend on its batch-mates) and the peer also at its best layout. **auto** is the"
          " default on this CPU. \"Same precision\" compares with the peer's fastest layout at that"
          " precision (ONNX fp32 counts as fp32); \"peer default\" is sentence-transformers as shipped"
          " (fp32) at its fastest layout.", "",

@@ -9,9 +9,10 @@ feed-forward down-projections' inputs, post-GELU activations, have an outlier
 channel that per-tensor int8 activations lose, so those layers run int8 only
 for a model with calibrated outlier channels, which stay fp32
 (retrieval.int8_outliers), and fp32 otherwise). int8 activations are
-quantised per batch, so a text's embedding moves slightly with its
-batch-mates (the dense encoder's cosine to fp32 is about 0.98-0.99; the same
-inputs still give the same bytes).
+quantised per batch, so a text's result would move slightly with its
+batch-mates: the dense encoder therefore encodes one text a batch in int8
+(cosine to fp32 about 0.98-0.99); the late encoder and the reader, which
+auto never runs in int8, batch as usual (same inputs, same bytes).
 
 `auto`, the default everywhere, picks the fastest path that stays within each
 model's limit: bf16 where the CPU has bf16 instructions; else int8 where int8

@@ -80,10 +80,10 @@ def test_output_order_and_batching_do_not_change_embeddings(fp32):
 
 
 def test_default_path_close_to_fp32(fp32, default):
-    # bf16 measured >= 0.999, the int8 default 0.978-0.991 (outlier channels in fp32, retrieval.int8_outliers;
-    # mean over SciFact's documents 0.989, eval/results/dense.md)
+    # bf16 measured >= 0.999, the int8 default 0.983-0.990 (one text a batch, outlier channels in fp32:
+    # retrieval.int8_outliers; mean over SciFact's documents 0.989, eval/results/dense.md)
     cos = (default.encode(TEXTS) * fp32.encode(TEXTS)).sum(axis=1)
-    assert cos.min() > 0.97
+    assert cos.min() > 0.98
 
 
 def test_dense_part_and_retriever(index_dir, default):
