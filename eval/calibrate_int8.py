@@ -1,15 +1,20 @@
-"""Find the default dense model's outlier channels for int8 and store them (retrieval/int8_outliers.json).
+"""Find the default dense model's outlier channels for int8, choose how many, and store them.
 
-    python eval/calibrate_int8.py [--per-layer 1] [--documents 96]
+    python eval/calibrate_int8.py [--per-layer 1 4 16] [--documents 96]
 
-Runs the fp32 model over unlabelled documents (--documents drawn with seed 0
-from each of CACM, Cranfield and Vaswani: document text only, never a topic or
-a qrel, and nothing of SciFact, on which int8 is then validated) and records,
-for every feed-forward down-projection, the --per-layer input channels of
-largest absolute value (retrieval.int8_outliers.calibrate). One channel per
-layer was chosen on validation (SciFact's training queries, nDCG@10 against
-fp32, limit 0.005): the fewest of 1, 4 and 16 within the limit; see
-eval/results/dense.md for the figures with the stored channels.
+Calibration: the fp32 model runs over unlabelled documents (--documents drawn
+with seed 0 from each of CACM, Cranfield and Vaswani: document text only,
+never a topic or a qrel, and nothing of SciFact) and records, for every
+feed-forward down-projection, the input channels of largest absolute value
+(retrieval.int8_outliers.calibrate).
+
+Choice, on validation only: for each count in --per-layer, in order, the
+channels are stored and the int8 encoder's SciFact nDCG@10 on the 809
+*training* queries is compared with fp32's; the first count whose change is
+within the dense limit (0.005, either way) is kept in
+retrieval/int8_outliers.json (none within: the model's entry is removed, and
+int8 keeps its down-projections in fp32). Test queries are never read. Prints
+one line per count tried.
 """
 
 from __future__ import annotations
@@ -24,8 +29,12 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "eval"))
 
-from retrieval.collections import load_documents  # noqa: E402
+from bench_dense import LIMIT, evaluate  # noqa: E402
+
+from retrieval import precision as precisions  # noqa: E402
+from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
 from retrieval.dense.encoder import Encoder, padded_batches  # noqa: E402
 from retrieval.int8_outliers import CALIBRATION_FILE, calibrate  # noqa: E402
 
@@ -41,9 +50,28 @@ def calibration_texts(per_collection: int) -> list[str]:
     return texts
 
 
+def store(encoder: Encoder, channels: dict[str, list[int]], note: str) -> None:
+    """Write the model's channels into int8_outliers.json (other models' entries kept)."""
+    stored = json.loads(CALIBRATION_FILE.read_text()) if CALIBRATION_FILE.is_file() else {"models": {}}
+    stored["models"][encoder.checksum] = {
+        "model": encoder.name, "channels": channels, "calibration": note,
+        "command": "python eval/calibrate_int8.py" + "".join(f" {a}" for a in sys.argv[1:])}
+    CALIBRATION_FILE.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
+
+
+def validation_ndcg(precision: str) -> float:
+    """SciFact nDCG@10 on the training queries (validation) with the dense encoder in `precision`."""
+    encoder = Encoder(precision=precision, progress=False)
+    corpus = list(load_documents("scifact"))
+    topics = load_topics("scifact:train")
+    docs = encoder.encode([d.contents for d in corpus])
+    queries = encoder.encode(list(topics.values()))
+    return evaluate([d.id for d in corpus], docs, queries, list(topics), load_qrels("scifact:train"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--per-layer", type=int, default=1)
+    parser.add_argument("--per-layer", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--documents", type=int, default=96, help="per calibration collection")
     args = parser.parse_args()
     encoder = Encoder(precision="fp32", progress=False)
@@ -51,18 +79,26 @@ def main() -> None:
 
     model = AutoModel.from_pretrained(encoder.model_dir, local_files_only=True).eval()
     ids = encoder.tokenize(calibration_texts(args.documents))
-    batches = ({"input_ids": torch.from_numpy(batch), "attention_mask": torch.from_numpy(mask)}
-               for _, batch, mask in padded_batches(ids, 16, encoder.tokenizer.pad_token_id or 0))
-    channels = calibrate(model, batches, args.per_layer)
-    stored = json.loads(CALIBRATION_FILE.read_text()) if CALIBRATION_FILE.is_file() else {"models": {}}
-    stored["models"][encoder.checksum] = {
-        "model": encoder.name, "channels": channels,
-        "calibration": f"{args.documents} documents each of {', '.join(COLLECTIONS)} (seed 0), max length"
-                       f" {encoder.max_length}, fp32; the {args.per_layer} input channel(s) of largest"
-                       " absolute value per down-projection",
-        "command": "python eval/calibrate_int8.py" + "".join(f" {a}" for a in sys.argv[1:])}
+    batches = [{"input_ids": torch.from_numpy(batch), "attention_mask": torch.from_numpy(mask)}
+               for _, batch, mask in padded_batches(ids, 16, encoder.tokenizer.pad_token_id or 0)]
+    reference = validation_ndcg("fp32")
+    print(f"fp32: validation nDCG@10 {reference:.4f} ({precisions.instruction_sets()})")
+    for count in args.per_layer:
+        channels = calibrate(model, batches, count)
+        store(encoder, channels, f"{args.documents} documents each of {', '.join(COLLECTIONS)} (seed 0),"
+              f" max length {encoder.max_length}, fp32; the {count} input channel(s) of largest absolute"
+              " value per down-projection; the fewest of --per-layer within the limit on validation"
+              " (SciFact train)")
+        change = validation_ndcg("int8") - reference
+        within = precisions.within_limit(change, LIMIT)
+        print(f"{count} per layer: int8 changes validation nDCG@10 by {change:+.4f}"
+              f" ({'within' if within else 'beyond'} ±{LIMIT}): {json.dumps(channels)}")
+        if within:
+            return
+    stored = json.loads(CALIBRATION_FILE.read_text())
+    del stored["models"][encoder.checksum]  # int8 keeps this model's down-projections in fp32
     CALIBRATION_FILE.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
-    print(json.dumps(channels))
+    sys.exit(f"no count in {args.per_layer} is within the limit; no channels stored for this model")
 
 
 if __name__ == "__main__":
