@@ -109,9 +109,10 @@ def evaluate(doc_ids: list[str], docs: np.ndarray, queries: np.ndarray, qids: li
 def encoding_identity(name: str, path) -> list:
     """What decides a path's embeddings besides the texts (int8, which quantises a batch at a time: also
     its outlier channels and batch size)."""
-    identity = [model_checksum(None), name, precisions.instruction_sets()]
+    checksum = model_checksum(None)
+    identity = [checksum, name, precisions.instruction_sets()]
     if name == "int8":
-        identity += [stored_channels(model_checksum(None)), path.effective_batch_size]
+        identity += [stored_channels(checksum), path.effective_batch_size]
     return identity
 
 
@@ -204,15 +205,15 @@ def encoding_table(args, corpus, qids, qtexts, qrels) -> tuple[list[str], np.nda
     for name in paths:  # the timings, before the long full-corpus encodings
         low, high = spread[name]
         print(f"{name}: {rate[name]:.1f} docs/s ({low:.1f}-{high:.1f})", file=sys.stderr)
-    ndcg = {name: evaluate(doc_ids, *full_encoding(name, paths[name], texts, qtexts), qids, qrels)
-            for name in args.paths if name in args.ndcg_paths}
+    encoded = {name: full_encoding(name, paths[name], texts, qtexts)  # (documents, test queries)
+               for name in args.paths if name in args.ndcg_paths}
+    ndcg = {name: evaluate(doc_ids, *encoded[name], qids, qrels) for name in encoded}
     train, train_qrels = load_topics("scifact:train"), load_qrels("scifact:train")
-    valid = {name: evaluate(doc_ids, full_encoding(name, paths[name], texts, qtexts)[0],
-                            query_encoding(name, paths[name], list(train.values())), list(train), train_qrels)
-             for name in ndcg}
-    reference = full_encoding("fp32", paths["fp32"], texts, qtexts)[0]
-    cosine = {name: float(np.mean(np.sum(full_encoding(name, paths[name], texts, qtexts)[0] * reference, 1)))
-              for name in ndcg}  # how closely each path's document embeddings follow fp32's
+    train_texts = list(train.values())
+    valid = {name: evaluate(doc_ids, encoded[name][0], query_encoding(name, paths[name], train_texts),
+                            list(train), train_qrels) for name in encoded}
+    cosine = {name: float(np.mean(np.sum(encoded[name][0] * encoded["fp32"][0], 1)))
+              for name in encoded}  # how closely each path's document embeddings follow fp32's
     auto = precisions.resolve(precisions.AUTO, tuple(args.paths), int8_within_limit=INT8_WITHIN_LIMIT)
     lines = [f"| path | layout | batch | docs/s median (range over {args.repeats}) | × peer, same precision |"
              f" × {default_peer} (peer default) | mean cosine to fp32 (documents) | validation nDCG@10 |"
@@ -232,7 +233,7 @@ def encoding_table(args, corpus, qids, qtexts, qrels) -> tuple[list[str], np.nda
     delta = valid["int8"] - valid["fp32"] if "int8" in valid else float("nan")
     lines += ["", int8_decision("the dense encoder", delta, LIMIT, INT8_WITHIN_LIMIT,
                                 f"{len(train)} SciFact training queries, nDCG@10", "dense/encoder.py")]
-    with_auto = full_encoding(auto, paths[auto], texts, qtexts)
+    with_auto = encoded[auto] if auto in encoded else full_encoding(auto, paths[auto], texts, qtexts)
     return lines, *with_auto
 
 

@@ -6,7 +6,7 @@ Calibration: the fp32 model runs over unlabelled documents (--documents drawn
 with seed 0 from each of CACM, Cranfield and Vaswani: document text only,
 never a topic or a qrel, and nothing of SciFact) and records, for every
 feed-forward down-projection, the input channels of largest absolute value
-(retrieval.int8_outliers.calibrate).
+(retrieval.int8_outliers.channel_peaks, once).
 
 Choice, on validation only: for each count in --per-layer, in order, the
 channels are stored and the int8 encoder's SciFact nDCG@10 on the 809
@@ -36,7 +36,7 @@ from bench_dense import LIMIT, evaluate  # noqa: E402
 from retrieval import precision as precisions  # noqa: E402
 from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
 from retrieval.dense.encoder import Encoder, padded_batches  # noqa: E402
-from retrieval.int8_outliers import CALIBRATION_FILE, calibrate  # noqa: E402
+from retrieval.int8_outliers import CALIBRATION_FILE, channel_peaks, largest_channels  # noqa: E402
 
 COLLECTIONS = ("cacm", "cranfield", "vaswani")
 
@@ -48,6 +48,13 @@ def calibration_texts(per_collection: int) -> list[str]:
     for name in COLLECTIONS:
         texts += rng.sample([d.contents for d in load_documents(name)], per_collection)
     return texts
+
+
+def calibration_batches(encoder: Encoder, texts: list[str]) -> list[dict[str, torch.Tensor]]:
+    """The model's inputs for `texts`, 16 a batch, as the encoder tokenises and pads them."""
+    pad = encoder.tokenizer.pad_token_id or 0
+    return [{"input_ids": torch.from_numpy(batch), "attention_mask": torch.from_numpy(mask)}
+            for _, batch, mask in padded_batches(encoder.tokenize(texts), 16, pad)]
 
 
 def store(encoder: Encoder, channels: dict[str, list[int]], note: str) -> None:
@@ -78,13 +85,11 @@ def main() -> None:
     from transformers import AutoModel
 
     model = AutoModel.from_pretrained(encoder.model_dir, local_files_only=True).eval()
-    ids = encoder.tokenize(calibration_texts(args.documents))
-    batches = [{"input_ids": torch.from_numpy(batch), "attention_mask": torch.from_numpy(mask)}
-               for _, batch, mask in padded_batches(ids, 16, encoder.tokenizer.pad_token_id or 0)]
+    peaks = channel_peaks(model, calibration_batches(encoder, calibration_texts(args.documents)))
     reference = validation_ndcg("fp32")
     print(f"fp32: validation nDCG@10 {reference:.4f} ({precisions.instruction_sets()})")
     for count in args.per_layer:
-        channels = calibrate(model, batches, count)
+        channels = largest_channels(peaks, count)
         store(encoder, channels, f"{args.documents} documents each of {', '.join(COLLECTIONS)} (seed 0),"
               f" max length {encoder.max_length}, fp32; the {count} input channel(s) of largest absolute"
               " value per down-projection; the fewest of --per-layer within the limit on validation"

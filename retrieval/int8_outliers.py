@@ -9,10 +9,11 @@ int8 used to leave those layers in fp32. Taking the outlier channels out and
 multiplying them in fp32 (LLM.int8()'s decomposition, with channels found
 offline) lets the down-projections run int8 too.
 
-The channels of a model are found by `calibrate` on unlabelled documents and
-stored as JSON beside the package (`int8_outliers.json`, keyed by the model's
-SHA-256; `eval/calibrate_int8.py` writes it). A model without an entry keeps
-its down-projections in fp32, as before.
+The channels of a model are found on unlabelled documents (`channel_peaks`,
+`largest_channels`) and stored as JSON beside the package
+(`int8_outliers.json`, keyed by the model's SHA-256; `eval/calibrate_int8.py`
+writes it). A model without an entry keeps its down-projections in fp32, as
+before.
 """
 
 from __future__ import annotations
@@ -51,10 +52,10 @@ def narrowing_layers(model: torch.nn.Module) -> dict[str, torch.nn.Linear]:
 
 
 @torch.inference_mode()
-def calibrate(model: torch.nn.Module, batches: Iterable[dict[str, torch.Tensor]],
-              per_layer: int) -> dict[str, list[int]]:
-    """The `per_layer` input channels of largest absolute value over `batches` (fp32 forward passes),
-    for each narrowing layer; ascending channel numbers."""
+def channel_peaks(model: torch.nn.Module,
+                  batches: Iterable[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The largest absolute value of each input channel of each narrowing layer over `batches`
+    (fp32 forward passes), by layer name."""
     layers = narrowing_layers(model)
     peaks = {name: torch.zeros(layer.in_features) for name, layer in layers.items()}
 
@@ -71,6 +72,11 @@ def calibrate(model: torch.nn.Module, batches: Iterable[dict[str, torch.Tensor]]
     finally:
         for handle in handles:
             handle.remove()
+    return peaks
+
+
+def largest_channels(peaks: dict[str, torch.Tensor], per_layer: int) -> dict[str, list[int]]:
+    """The `per_layer` channels of largest peak of each layer, ascending channel numbers."""
     return {name: sorted(int(c) for c in np.argsort(-peak.numpy(), kind="stable")[:per_layer])
             for name, peak in peaks.items()}
 

@@ -166,9 +166,11 @@ def prepare(model: Any, precision: str, outliers: Mapping[str, Sequence[int]] | 
             parent, _, child = name.rpartition(".")
             holder = model.get_submodule(parent) if parent else model
             setattr(holder, child, OutlierSplit(model.get_submodule(name), channels))
+        split = {f"{name}.int8_part" for name, module in model.named_modules()  # each split layer's rest
+                 if isinstance(module, OutlierSplit)}
         layers = {name: per_channel_dynamic_qconfig for name, module in model.named_modules()
                   if isinstance(module, torch.nn.Linear)
-                  and (module.in_features <= module.out_features or name.endswith(".int8_part"))}
+                  and (module.in_features <= module.out_features or name in split)}
         with warnings.catch_warnings():  # torch.ao's deprecation notes; the API is in torch==2.13
             warnings.simplefilter("ignore")
             return quantize_dynamic(model, layers, dtype=torch.qint8)

@@ -125,34 +125,35 @@ def test_outlier_split_computes_the_same_layer_and_leaves_its_channels_to_fp32()
 def test_calibration_finds_a_channel_that_runs_far_beyond_the_others():
     import torch
 
-    from retrieval.int8_outliers import calibrate
+    from retrieval.int8_outliers import channel_peaks, largest_channels
 
     x = torch.randn(4, 6, 32)
     x[1, 2, 5] = 40.0
     model = torch.nn.Sequential(torch.nn.Identity(), torch.nn.Linear(32, 8), torch.nn.Linear(8, 16))
-    assert calibrate(model, [{"input": x}], 1) == {"1": [5]}  # only narrowing layers
+    assert largest_channels(channel_peaks(model, [{"input": x}]), 1) == {"1": [5]}  # only narrowing layers
 
 
 @pytest.mark.slow
 def test_stored_outlier_channels_are_the_default_models_own():
     """eval/calibrate_int8.py's channels stand out so far that any few documents find them again."""
     import itertools
+    import sys
 
-    import torch
     from transformers import AutoModel
 
     from retrieval.collections import load_documents
-    from retrieval.dense.encoder import Encoder, padded_batches
-    from retrieval.int8_outliers import calibrate, stored_channels
+    from retrieval.dense.encoder import Encoder
+    from retrieval.int8_outliers import channel_peaks, largest_channels, stored_channels
+
+    sys.path.insert(0, str(ROOT / "eval"))
+    from calibrate_int8 import COLLECTIONS, calibration_batches
 
     encoder = Encoder(precision="fp32", progress=False)
-    texts = [d.contents for name in ("cacm", "cranfield", "vaswani")
-             for d in itertools.islice(load_documents(name), 8)]
+    texts = [d.contents for name in COLLECTIONS for d in itertools.islice(load_documents(name), 8)]
     model = AutoModel.from_pretrained(encoder.model_dir, local_files_only=True).eval()
-    batches = ({"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)}
-               for _, ids, mask in padded_batches(encoder.tokenize(texts), 16, 0))
     stored = stored_channels(encoder.checksum)
-    assert len(stored) == 6 and calibrate(model, batches, 1) == stored
+    found = largest_channels(channel_peaks(model, calibration_batches(encoder, texts)), 1)
+    assert len(stored) == 6 and found == stored
 
 
 def test_dense_int8_embeddings_stay_close_to_fp32():
