@@ -152,7 +152,8 @@ def test_stored_outlier_channels_are_the_default_models_own():
     texts = [d.contents for name in COLLECTIONS for d in itertools.islice(load_documents(name), 8)]
     model = AutoModel.from_pretrained(encoder.model_dir, local_files_only=True).eval()
     stored = stored_channels(encoder.checksum)
-    found = largest_channels(channel_peaks(model, calibration_batches(encoder, texts)), 1)
+    batches = calibration_batches(encoder.tokenize, encoder.tokenizer.pad_token_id or 0, texts)
+    found = largest_channels(channel_peaks(model, batches), 1)
     assert len(stored) == 6 and found == stored
 
 
@@ -173,6 +174,25 @@ def test_dense_int8_embedding_of_a_text_does_not_depend_on_its_batch_mates():
     int8 = Encoder(precision="int8", progress=False, batch_size=16)
     together = int8.encode(TEXTS + ["a much longer text " * 30])[:len(TEXTS)]
     assert together.tobytes() == np.vstack([int8.encode([text]) for text in TEXTS]).tobytes()
+
+
+def test_late_and_reader_int8_results_do_not_depend_on_batch_mates():
+    """As the dense encoder's: the late encoder (which splits off the same outlier channels) and the
+    reader run int8 one text or window a batch."""
+    from retrieval.int8_outliers import OutlierSplit
+    from retrieval.late.encoder import TokenEncoder
+    from retrieval.qa.reader import SpanReader
+
+    late = TokenEncoder(precision="int8", progress=False, batch_size=16)
+    assert any(isinstance(m, OutlierSplit) for m in late.model.modules())
+    together = late.encode(TEXTS + ["a much longer text " * 30], False)[:len(TEXTS)]
+    alone = [late.encode([text], False)[0] for text in TEXTS]
+    assert [a.tobytes() for a in together] == [a.tobytes() for a in alone]
+    reader = SpanReader(precision="int8", threads=1, batch_size=32)
+    questions, contexts = ["Where did the cat sit?"] * 3, ["The cat sat on the mat.", "Dogs chase cats.",
+                                                           "A long passage about nothing. " * 20]
+    alone = [reader.read([q], [c])[0].spans for q, c in zip(questions, contexts)]
+    assert [r.spans for r in reader.read(questions, contexts)] == alone
 
 
 def test_late_checkpoint_with_a_stored_bf16_runs_anywhere(tmp_path, monkeypatch):

@@ -33,13 +33,16 @@ from retrieval.dense.encoder import (  # noqa: E402
     run_side_by_side,
 )
 from retrieval.errors import InputError  # noqa: E402
+from retrieval.int8_outliers import stored_channels  # noqa: E402
 
 Q_MARKER, D_MARKER = "[unused0]", "[unused1]"
 # Whether int8 token embeddings move nDCG@10 by at most 0.003 either way on validation (the checkpoint's 121
 # held-out SciFact training queries, BM25 top-100 reranked), per kind of int8 kernel
-# (precision.int8_kernel; eval/bench_precision.py decides it on each): +0.0078 with AVX2 (AMD EPYC),
-# +0.0069 with AVX-512 VNNI (Intel Xeon).
-INT8_WITHIN_LIMIT = {"avx2": False, "avx512-vnni": False}
+# (precision.int8_kernel; eval/bench_precision.py decides it on each). int8 splits off the encoder's outlier
+# channels (retrieval/int8_outliers.py; the late checkpoint is a projection on the dense model's weights,
+# so their calibration serves both): +0.0000 with AVX-512 VNNI (Intel Xeon). Without the split it was
+# +0.0069 there and +0.0078 with AVX2 (AMD EPYC), which has not been measured with the split.
+INT8_WITHIN_LIMIT = {"avx2": False, "avx512-vnni": True}
 
 
 class TokenEncoder:
@@ -61,7 +64,7 @@ class TokenEncoder:
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir, local_files_only=True)
         model = AutoModel.from_pretrained(self.model_dir, local_files_only=True).eval()
         self.dim = int(model.config.hidden_size)
-        self.model = precisions.prepare(model, self.precision)
+        self.model = precisions.prepare(model, self.precision, stored_channels(self.checksum))
         vocab = self.tokenizer.get_vocab()
         self.marker_ids = (vocab[Q_MARKER], vocab[D_MARKER]) if Q_MARKER in vocab else None
         if self.markers and self.marker_ids is None:
@@ -69,6 +72,12 @@ class TokenEncoder:
         punct = set(string.punctuation)
         self.skip_ids = np.array(sorted(i for t, i in vocab.items() if t and set(t) <= punct),
                                  dtype=np.int64)
+
+    @property
+    def effective_batch_size(self) -> int:
+        """Texts encoded together: `batch_size`, but one for int8, whose activations share one scale a
+        batch, so that a text's token states are its own, whatever else is encoded with it."""
+        return 1 if self.precision == "int8" else self.batch_size
 
     def settings(self) -> dict:
         """What a manifest or checkpoint records about the token encoder: never a path or a precision,
@@ -110,7 +119,7 @@ class TokenEncoder:
                 out[i] = states[j, keep]
             bar.update(len(rows))
 
-        batches = padded_batches(ids, self.batch_size, self.tokenizer.pad_token_id or 0)
+        batches = padded_batches(ids, self.effective_batch_size, self.tokenizer.pad_token_id or 0)
         run_side_by_side(lambda b: encode_batch(*b), batches, self.threads, self.threads)
         bar.close()
         return out

@@ -21,10 +21,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from retrieval import precision as precisions  # noqa: E402
-from retrieval.dense.encoder import default_threads, run_side_by_side  # noqa: E402
+from retrieval.dense.encoder import default_threads, run_side_by_side, weights_file  # noqa: E402
 from retrieval.errors import InputError  # noqa: E402
+from retrieval.int8_outliers import stored_channels  # noqa: E402
 from retrieval.qa.features import MAX_LENGTH, STRIDE, Window, make_windows  # noqa: E402
 from retrieval.qa.metrics import normalize_answer  # noqa: E402
+from retrieval.storage import sha256_file  # noqa: E402
 
 MAX_ANSWER_TOKENS = 30
 TOP_SPANS = 20
@@ -102,7 +104,8 @@ def span_distribution(context: str, windows: Sequence[Window], starts: Sequence[
 
 
 def load_reader_model(path: str | Path | None = None):
-    """(model, tokenizer) from a local reader checkpoint directory (fp16 weights -> fp32)."""
+    """(model, tokenizer, SHA-256 of the weights) from a local reader checkpoint directory (fp16
+    weights -> fp32)."""
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -115,7 +118,7 @@ def load_reader_model(path: str | Path | None = None):
     model = AutoModelForQuestionAnswering.from_pretrained(path, local_files_only=True,
                                                           dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    return model, tokenizer
+    return model, tokenizer, sha256_file(weights_file(path))
 
 
 class SpanReader:
@@ -128,12 +131,18 @@ class SpanReader:
                  stride: int = STRIDE, max_answer_tokens: int = MAX_ANSWER_TOKENS,
                  batch_size: int = 32, precision: str | None = None, threads: int | None = None):
         self.precision = precisions.resolve(precision, int8_within_limit=INT8_WITHIN_LIMIT)
-        model, self.tokenizer = load_reader_model(model)
-        self.model = precisions.prepare(model, self.precision)
+        model, self.tokenizer, self.checksum = load_reader_model(model)
+        self.model = precisions.prepare(model, self.precision, stored_channels(self.checksum))
         self.max_length, self.stride = max_length, stride
         self.max_answer_tokens = max_answer_tokens
         self.batch_size = batch_size
         self.threads = threads or default_threads()
+
+    @property
+    def effective_batch_size(self) -> int:
+        """Windows read together: `batch_size`, but one for int8, whose activations share one scale a
+        batch, so that a passage's reading is its own, whatever else is read with it."""
+        return 1 if self.precision == "int8" else self.batch_size
 
     def logits(self, windows: Sequence[Window]) -> list[tuple[np.ndarray, np.ndarray]]:
         """(start, end) logits per window, float32, unpadded.
@@ -143,7 +152,8 @@ class SpanReader:
         """
         out: list[tuple[np.ndarray, np.ndarray]] = [None] * len(windows)  # type: ignore[list-item]
         order = sorted(range(len(windows)), key=lambda i: (len(windows[i].input_ids), i))
-        batches = [order[b:b + self.batch_size] for b in range(0, len(order), self.batch_size)]
+        size = self.effective_batch_size
+        batches = [order[b:b + size] for b in range(0, len(order), size)]
 
         def read_batch(rows: list[int]) -> None:
             for i, logits in zip(rows, self._forward([windows[i] for i in rows])):
