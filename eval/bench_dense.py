@@ -110,7 +110,7 @@ def encoding_identity(name: str, path) -> list:
     """What decides a path's embeddings besides the texts (int8, which quantises a batch at a time: also
     its outlier channels and batch size)."""
     checksum = model_checksum(None)
-    identity = [checksum, name, precisions.instruction_sets()]
+    identity = [checksum, name, precisions.instruction_sets(), precisions.ARITHMETIC_VERSION]
     if name == "int8":
         identity += [stored_channels(checksum), path.effective_batch_size]
     return identity

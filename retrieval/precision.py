@@ -2,17 +2,18 @@
 
 No model, checkpoint or index stores a precision: whatever a model was built or
 trained with, it loads and runs in any precision here. The torch paths are
-`fp32` (the exact reference), `bf16` (matmul weights cast to bf16 once,
-LayerNorm/softmax kept in fp32 by autocast; needs CPU bf16 instructions) and
+`fp32` (the exact reference), `bf16` (needs CPU bf16 instructions: the dense
+encoder casts the whole model, as sentence-transformers documents; the late
+encoder and the reader cast matmul weights once and keep LayerNorm/softmax
+in fp32 by autocast, the arithmetic their checkpoints were chosen under) and
 `int8` (dynamic quantisation, per-channel weights, of every Linear layer; the
 feed-forward down-projections' inputs, post-GELU activations, have an outlier
 channel that per-tensor int8 activations lose, so those layers run int8 only
 for a model with calibrated outlier channels, which stay fp32
 (retrieval.int8_outliers), and fp32 otherwise). int8 activations are
 quantised per batch, so a text's result would move slightly with its
-batch-mates: the dense encoder therefore encodes one text a batch in int8
-(cosine to fp32 about 0.98-0.99); the late encoder and the reader, which
-auto never runs in int8, batch as usual (same inputs, same bytes).
+batch-mates: every model therefore runs int8 one text (or reader window) a
+batch (the dense encoder's cosine to fp32 is about 0.98-0.99).
 
 `auto`, the default everywhere, picks the fastest path that stays within each
 model's limit: bf16 where the CPU has bf16 instructions; else int8 where int8
@@ -99,6 +100,10 @@ def int8_kernel() -> str | None:
     return "avx2" if "avx2" in flags else None
 
 
+# Bumped when a precision's arithmetic changes, so that no cache keeps outputs of the old one (2: int8
+# splits off outlier channels and runs one text a batch; the dense encoder's bf16 casts the whole model).
+ARITHMETIC_VERSION = 2
+
 Int8Choice = bool | Mapping[str, bool]
 
 
@@ -149,8 +154,10 @@ def torch_path(precision: str | None) -> str | None:
     return {"onnx": "fp32", "onnx-int8": "int8"}.get(precision or AUTO, precision)
 
 
-def prepare(model: Any, precision: str, outliers: Mapping[str, Sequence[int]] | None = None) -> Any:
-    """The torch model ready to run in `precision` (bf16: Linear weights cast once; int8: quantised).
+def prepare(model: Any, precision: str, outliers: Mapping[str, Sequence[int]] | None = None, *,
+            fp32_norms: bool = False) -> Any:
+    """The torch model ready to run in `precision` (bf16: cast whole, or with `fp32_norms` only its
+    Linear weights, run under `autocast`; int8: quantised).
 
     int8 quantises every Linear layer that widens or keeps its input. A narrowing one (a feed-forward
     down-projection) stays fp32 unless `outliers` names its outlier input channels (module name ->
@@ -174,15 +181,18 @@ def prepare(model: Any, precision: str, outliers: Mapping[str, Sequence[int]] | 
         with warnings.catch_warnings():  # torch.ao's deprecation notes; the API is in torch==2.13
             warnings.simplefilter("ignore")
             return quantize_dynamic(model, layers, dtype=torch.qint8)
-    if precision == "bf16":  # autocast's weight cache lasts one call; cast once instead
+    if precision == "bf16" and fp32_norms:  # autocast's weight cache lasts one call; cast once instead
         for module in model.modules():
             if isinstance(module, torch.nn.Linear):
                 module.to(torch.bfloat16)
+    elif precision == "bf16":  # all of it: 1.29x the above for the dense encoder (one-off, 154/120 docs/s)
+        return model.to(torch.bfloat16)
     return model
 
 
-def autocast(precision: str) -> contextlib.AbstractContextManager:
-    """The context a forward pass runs in: bf16 autocast for bf16, nothing otherwise."""
+def autocast(precision: str, fp32_norms: bool) -> contextlib.AbstractContextManager:
+    """The context a forward pass runs in: bf16 autocast for a bf16 model prepared with `fp32_norms`
+    (LayerNorm and softmax in fp32), nothing otherwise."""
     import torch
 
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16" and fp32_norms)

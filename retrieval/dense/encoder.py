@@ -353,8 +353,7 @@ class Encoder:
 
         @torch.inference_mode()
         def forward(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-            with precisions.autocast(self.precision):
-                out = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
+            out = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
             return out.last_hidden_state.float().numpy()
 
         return forward

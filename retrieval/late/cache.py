@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from retrieval import precision as precisions
 from retrieval import storage
 from retrieval.late.encoder import TokenEncoder
 
@@ -52,7 +53,9 @@ def cached_states(encoder: TokenEncoder, texts: Sequence[str], is_query: bool,
     """Token states of `texts` from the cache, encoding (and storing) them on a miss."""
     settings = {k: v for k, v in encoder.settings().items()
                 if k not in (("doc_length",) if is_query else ("query_length", "augment"))}
-    key = json.dumps([settings, encoder.precision, is_query, list(texts)])
+    arithmetic = [precisions.ARITHMETIC_VERSION, encoder.precision,
+                  precisions.int8_kernel() if encoder.precision == "int8" else None]
+    key = json.dumps([settings, arithmetic, is_query, list(texts)])
     key = hashlib.sha256(key.encode()).hexdigest()
     path = Path(cache_dir or default_cache_dir()) / key[:24]
     if not (path / "offsets.npy").is_file():

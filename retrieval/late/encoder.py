@@ -64,7 +64,8 @@ class TokenEncoder:
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir, local_files_only=True)
         model = AutoModel.from_pretrained(self.model_dir, local_files_only=True).eval()
         self.dim = int(model.config.hidden_size)
-        self.model = precisions.prepare(model, self.precision, stored_channels(self.checksum))
+        self.model = precisions.prepare(model, self.precision, stored_channels(self.checksum),
+                                        fp32_norms=True)  # see retrieval.precision
         vocab = self.tokenizer.get_vocab()
         self.marker_ids = (vocab[Q_MARKER], vocab[D_MARKER]) if Q_MARKER in vocab else None
         if self.markers and self.marker_ids is None:
@@ -99,7 +100,7 @@ class TokenEncoder:
 
     @torch.inference_mode()
     def _forward(self, batch: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        with precisions.autocast(self.precision):
+        with precisions.autocast(self.precision, fp32_norms=True):
             out = self.model(input_ids=torch.from_numpy(batch), attention_mask=torch.from_numpy(mask))
         return out.last_hidden_state.float().numpy()
 

@@ -132,7 +132,8 @@ class SpanReader:
                  batch_size: int = 32, precision: str | None = None, threads: int | None = None):
         self.precision = precisions.resolve(precision, int8_within_limit=INT8_WITHIN_LIMIT)
         model, self.tokenizer, self.checksum = load_reader_model(model)
-        self.model = precisions.prepare(model, self.precision, stored_channels(self.checksum))
+        self.model = precisions.prepare(model, self.precision, stored_channels(self.checksum),
+                                        fp32_norms=True)  # see retrieval.precision
         self.max_length, self.stride = max_length, stride
         self.max_answer_tokens = max_answer_tokens
         self.batch_size = batch_size
@@ -174,7 +175,7 @@ class SpanReader:
             ids[i, :n] = torch.tensor(w.input_ids)
             types[i, :n] = torch.tensor(w.token_type_ids)
             mask[i, :n] = 1
-        with precisions.autocast(self.precision):
+        with precisions.autocast(self.precision, fp32_norms=True):
             res = self.model(input_ids=ids, token_type_ids=types, attention_mask=mask)
         s, e = res.start_logits.float().numpy(), res.end_logits.float().numpy()
         return [(s[i, :len(w.input_ids)], e[i, :len(w.input_ids)]) for i, w in enumerate(batch)]
