@@ -176,6 +176,25 @@ def test_dense_int8_embedding_of_a_text_does_not_depend_on_its_batch_mates():
     assert together.tobytes() == np.vstack([int8.encode([text]) for text in TEXTS]).tobytes()
 
 
+def test_bf16_casts_the_whole_model_unless_norms_stay_fp32():
+    """The dense encoder's bf16 casts everything (as sentence-transformers does); the late encoder
+    and the reader cast their Linear weights and run LayerNorm/softmax in fp32 under autocast."""
+    import torch
+
+    def make():
+        return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
+
+    whole = precision.prepare(make(), "bf16")
+    assert {p.dtype for p in whole.parameters()} == {torch.bfloat16}
+    mixed = precision.prepare(make(), "bf16", fp32_norms=True)
+    assert mixed[0].weight.dtype == torch.bfloat16 and mixed[1].weight.dtype == torch.float32
+    for norms, enabled in ((True, True), (False, False)):
+        with precision.autocast("bf16", fp32_norms=norms):
+            assert torch.is_autocast_enabled("cpu") == enabled
+    with precision.autocast("fp32", fp32_norms=True):
+        assert not torch.is_autocast_enabled("cpu")
+
+
 def test_late_and_reader_int8_results_do_not_depend_on_batch_mates():
     """As the dense encoder's: the late encoder (which splits off the same outlier channels) and the
     reader run int8 one text or window a batch."""
