@@ -59,6 +59,7 @@ def test_cached_results_are_keyed_by_what_auto_decides_on(monkeypatch):
     vnni = precision.cache_signature(None)
     assert avx2 != vnni and "int8=avx2" in avx2 and "int8=avx512-vnni" in vnni
     assert precision.cache_signature("fp32") == "fp32"
+    assert precision.cache_signature("int8") == "int8=avx512-vnni"  # explicit int8 rounds by kernel too
     with pytest.raises(InputError, match="bf16 needs a CPU"):
         precision.cache_signature("bf16")
 

@@ -53,8 +53,7 @@ def cached_states(encoder: TokenEncoder, texts: Sequence[str], is_query: bool,
     """Token states of `texts` from the cache, encoding (and storing) them on a miss."""
     settings = {k: v for k, v in encoder.settings().items()
                 if k not in (("doc_length",) if is_query else ("query_length", "augment"))}
-    arithmetic = [precisions.ARITHMETIC_VERSION, encoder.precision,
-                  precisions.int8_kernel() if encoder.precision == "int8" else None]
+    arithmetic = [precisions.ARITHMETIC_VERSION, precisions.cache_signature(encoder.precision)]
     key = json.dumps([settings, arithmetic, is_query, list(texts)])
     key = hashlib.sha256(key.encode()).hexdigest()
     path = Path(cache_dir or default_cache_dir()) / key[:24]

@@ -76,9 +76,8 @@ class TokenEncoder:
 
     @property
     def effective_batch_size(self) -> int:
-        """Texts encoded together: `batch_size`, but one for int8, whose activations share one scale a
-        batch, so that a text's token states are its own, whatever else is encoded with it."""
-        return 1 if self.precision == "int8" else self.batch_size
+        """Texts encoded together (precision.batch_size_for: one for int8)."""
+        return precisions.batch_size_for(self.precision, self.batch_size)
 
     def settings(self) -> dict:
         """What a manifest or checkpoint records about the token encoder: never a path or a precision,

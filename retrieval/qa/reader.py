@@ -141,9 +141,8 @@ class SpanReader:
 
     @property
     def effective_batch_size(self) -> int:
-        """Windows read together: `batch_size`, but one for int8, whose activations share one scale a
-        batch, so that a passage's reading is its own, whatever else is read with it."""
-        return 1 if self.precision == "int8" else self.batch_size
+        """Windows read together (precision.batch_size_for: one for int8)."""
+        return precisions.batch_size_for(self.precision, self.batch_size)
 
     def logits(self, windows: Sequence[Window]) -> list[tuple[np.ndarray, np.ndarray]]:
         """(start, end) logits per window, float32, unpadded.
