@@ -17,7 +17,9 @@ from a full-corpus encoding with each path (flat index, query id removed from
 its hits), cached; and the mean cosine of each path's document embeddings to
 fp32's.
 Prints one Markdown table and writes it to eval/results/dense.md; with
-RETRIEVAL_NO_BF16=1 it measures the paths a CPU without bf16 gets.
+RETRIEVAL_EMULATE_CPU=avx2 (and --out eval/results/dense-avx2.md) it measures
+what an AVX2 CPU gets, peer included (ONNX Runtime cannot be capped, so its
+paths are left out there).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchlib import int8_decision, machine_line, publish  # noqa: E402
 
+from retrieval import cpu_emulation  # noqa: E402
 from retrieval import precision as precisions  # noqa: E402
 from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
 from retrieval.dense.encoder import (  # noqa: E402
@@ -271,8 +274,8 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=256, help="docs timed per repeat")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 32, 64])
-    paths = [p for p in (*precisions.TORCH_PRECISIONS, "onnx", "onnx-int8")
-             if p != "bf16" or precisions.cpu_has_bf16()]
+    onnx = () if cpu_emulation.requested() else ("onnx", "onnx-int8")  # ONNX Runtime is not capped
+    paths = [p for p in (*precisions.TORCH_PRECISIONS, *onnx) if p != "bf16" or precisions.cpu_has_bf16()]
     parser.add_argument("--paths", nargs="+", default=paths)
     parser.add_argument("--ndcg-paths", nargs="+", default=None,
                         help="our paths to evaluate on the full corpus (default: all; minutes each)")

@@ -16,7 +16,8 @@ is timed round-robin over the precisions after a warm-up, median and range
 over --repeats. The dense encoder's table is eval/bench_dense.py's; these
 models have no peer library here, so ratios are against our own fp32. Writes
 eval/results/precision.md; with RETRIEVAL_NO_BF16=1 it measures what a CPU
-without bf16 gets.
+without bf16 gets, with RETRIEVAL_EMULATE_CPU=avx2 (and --out
+eval/results/precision-avx2.md) what an AVX2 CPU gets.
 """
 
 from __future__ import annotations

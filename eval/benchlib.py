@@ -85,8 +85,11 @@ def command_line() -> str:
     """The command that is running, as a reader would retype it (python eval/NAME.py ARGS)."""
     script = Path(sys.argv[0])
     where = f"eval/{script.name}" if script.parent.name == "eval" else str(script)
-    env = "RETRIEVAL_NO_BF16=1 " if os.environ.get("RETRIEVAL_NO_BF16") else ""
-    return env + " ".join(["python", where, *(shlex.quote(a) for a in sys.argv[1:])])
+    switches = ("RETRIEVAL_NO_BF16", "RETRIEVAL_EMULATE_CPU")  # they change what the command measures
+    env = [f"{name}={shlex.quote(os.environ[name])}" for name in switches if os.environ.get(name)]
+    repo = f"{Path(__file__).resolve().parent.parent}/"
+    args = [a.removeprefix(repo) for a in sys.argv[1:]]  # the repo's own paths as a checkout has them
+    return " ".join([*env, "python", where, *(shlex.quote(a) for a in args)])
 
 
 def publish(path: Path, text: str) -> None:

@@ -12,6 +12,7 @@ import os
 # it must be set before torch first calls MKL.
 os.environ.setdefault("MKL_CBWR", "AUTO")
 
+from retrieval import cpu_emulation  # noqa: F401  (on import: caps torch's kernels before they first run)
 from retrieval.errors import InputError
 from retrieval.evaluation import evaluate, per_query
 from retrieval.formats import read_qrels, read_run, read_topics, write_run

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from retrieval import collections
+from retrieval import collections, precision
 from retrieval.commands import COMMANDS
 from retrieval.errors import InputError
 
@@ -46,6 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         collections.set_data_dir(args.data_dir)
+        precision.cpu_flags()  # a bad RETRIEVAL_EMULATE_CPU fails here, before any work
         args.handler(args)
     except InputError as e:
         print(f"retrieval: error: {e}", file=sys.stderr)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 EVAL = Path(__file__).parents[1] / "eval"
-COMMAND = re.compile(r"^Regenerate with `(?:RETRIEVAL_NO_BF16=1 )?python eval/(\w+\.py)[^`]*` "
+COMMAND = re.compile(r"^Regenerate with `(?:RETRIEVAL_\w+=\S+ )*python eval/(\w+\.py)[^`]*` "
                      r"\(this whole file is its output\)\.$")
 
 

@@ -33,8 +33,8 @@ TOP_SPANS = 20
 DEFAULT_READER = Path(__file__).resolve().parents[2] / "models" / "reader"
 # Whether int8 moves closed-setting F1 by at most 0.5 either way on validation (460 answerable
 # squad2-dev:validation questions), per kind of int8 kernel (precision.int8_kernel; eval/bench_precision.py
-# decides it on each): -2.3 F1 with AVX-512 VNNI (Intel Xeon, the committed reader); -1.7 with AVX2 (AMD
-# EPYC), measured with the earlier 3-epoch reader and not yet re-measured with this one.
+# decides it on each), the committed reader: -1.4 F1 with AVX-512 VNNI (Intel Xeon), -1.1 with AVX2 (the Xeon
+# as an AVX2 CPU, RETRIEVAL_EMULATE_CPU=avx2).
 INT8_WITHIN_LIMIT = {"avx2": False, "avx512-vnni": False}
 
 
