@@ -7,10 +7,10 @@ see only the emulated CPU's instruction sets, and torch's kernel libraries are
 capped through their own dispatch controls (ATen, MKL, oneDNN, fbgemm), so they
 take the emulated CPU's code paths. The clock, caches and memory stay this
 machine's, and a real CPU of that kind may still round differently where a
-library picks kernels by vendor or model (MKL on AMD). The caps are read when a library first
-runs a kernel, so importing `retrieval` sets them (this module does it when
-first imported); torch must not have run anything before that. ONNX Runtime
-has no such cap: its paths are not emulated.
+library picks kernels by vendor or model (MKL on AMD). The caps are read when
+a library first runs a kernel, so importing `retrieval` sets them (this module
+does it when first imported); torch must not have run anything before that.
+ONNX Runtime has no such cap: its paths are not emulated.
 """
 
 from __future__ import annotations
