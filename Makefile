@@ -42,5 +42,6 @@ bench: install
 	$(PYTHON) eval/parity_backends.py
 	$(PYTHON) eval/bench_dense.py
 	$(PYTHON) eval/bench_precision.py
+	$(PYTHON) eval/bench_kernels.py
 	$(PYTHON) eval/bench_shards.py
 	# longer: eval/bench_late.py, eval/bench_qa.py, eval/reliability.py
