@@ -30,6 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchlib import machine_line, publish  # noqa: E402
 
+from retrieval.cpu_emulation import emulable  # noqa: E402
+from retrieval.precision import machine_cpu_flags  # noqa: E402
+
 SHAPES = [(384, 384), (384, 1536), (1536, 384)]  # (in, out) of the layer's Linear modules
 
 CHILD = r"""
@@ -81,14 +84,6 @@ def measure(emulate: str | None, tokens: int, repeats: int) -> dict:
     return json.loads(out.stdout)
 
 
-def emulable() -> list[str]:
-    """The CPUs this one can run as (it has their instruction sets)."""
-    from retrieval.cpu_emulation import CPUS
-    from retrieval.precision import _proc_cpu_flags
-
-    return [name for name, (needs, _, _) in CPUS.items() if needs in _proc_cpu_flags()]
-
-
 def table(label: str, got: dict) -> list[str]:
     lines = [f"As {label} ({got['cpu']}):", "",
              "| layer | path | µs median (range) | × fp32 speed |", "|---|---|---:|---:|"]
@@ -107,7 +102,7 @@ def main() -> None:
     args = ap.parse_args()
     runs = [("this CPU", measure(None, args.tokens, args.repeats))]
     runs += [(f"an {name} CPU (RETRIEVAL_EMULATE_CPU={name})", measure(name, args.tokens, args.repeats))
-             for name in emulable()]
+             for name in emulable(machine_cpu_flags())]
     body = [f"One thread, {args.tokens} tokens by each Linear of an all-MiniLM-L6-v2 layer; each CPU in its"
             " own process. int8 GEMM only excludes quantising the activations, so it bounds what any int8"
             " path can gain.", ""]

@@ -38,6 +38,11 @@ def requested() -> str | None:
     return os.environ.get(ENV, "").strip().lower() or None
 
 
+def emulable(flags: frozenset[str]) -> list[str]:
+    """The CPUs a CPU with `flags` can run as (it has their instruction sets)."""
+    return [name for name, (needs, _, _) in CPUS.items() if needs in flags]
+
+
 def apply() -> None:
     """Set the kernel libraries' dispatch caps for the requested CPU (a bad value is reported by
     `emulated`, where a command can turn it into a one-line error)."""
@@ -54,7 +59,7 @@ def emulated(flags: frozenset[str]) -> frozenset[str]:
     if name not in CPUS:
         raise InputError(f"{ENV}={name!r}: expected one of " + ", ".join(CPUS))
     needs, lacks, _ = CPUS[name]
-    if needs not in flags:
+    if name not in emulable(flags):
         raise InputError(f"{ENV}={name}: this CPU lacks {needs}, so it cannot run as one that has it")
     _check_torch_capped(name)
     return frozenset(flag for flag in flags if not flag.startswith(lacks))

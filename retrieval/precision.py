@@ -55,12 +55,13 @@ TRAIN_PRECISIONS = ("fp32", "bf16")
 
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags, as the CPU that RETRIEVAL_EMULATE_CPU names would have them, if any."""
-    return cpu_emulation.emulated(_proc_cpu_flags())
+    return cpu_emulation.emulated(machine_cpu_flags())
 
 
 @functools.lru_cache(maxsize=1)
-def _proc_cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags from /proc/cpuinfo (empty where it cannot be read)."""
+def machine_cpu_flags() -> frozenset[str]:
+    """This CPU's own feature flags from /proc/cpuinfo, whatever it emulates (empty where it cannot be
+    read)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:

@@ -20,7 +20,7 @@ def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
                           env={**os.environ, **env}, timeout=120)
 
 
-@pytest.mark.skipif("avx2" not in precision._proc_cpu_flags(), reason="needs an x86 CPU with AVX2")
+@pytest.mark.skipif("avx2" not in precision.machine_cpu_flags(), reason="needs an x86 CPU with AVX2")
 def test_avx2_emulation_hides_newer_instructions_and_caps_torch():
     out = run_python(REPORT, RETRIEVAL_EMULATE_CPU="avx2")
     assert out.returncode == 0, out.stderr
@@ -39,7 +39,7 @@ def test_an_unknown_cpu_is_a_one_line_error_from_the_cli(tmp_path):
 
 def test_emulation_refuses_once_torch_chose_its_kernels():
     """Caps set after torch ran a kernel would change nothing: say so rather than mislabel a result."""
-    if "avx512f" not in precision._proc_cpu_flags():
+    if "avx512f" not in precision.machine_cpu_flags():
         pytest.skip("this CPU's torch kernels are AVX2 already")
     code = ("import torch; torch.ones(4).sum(); torch.backends.cpu.get_cpu_capability(); "
             "import retrieval; from retrieval import precision as p; p.cpu_flags()")
