@@ -35,11 +35,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import int8_decision, machine_line, publish  # noqa: E402
+from benchlib import machine_line, precision_decisions, publish  # noqa: E402
 
 from retrieval import precision as precisions  # noqa: E402
 from retrieval.collections import data_dir, load_documents, load_qrels, load_topics  # noqa: E402
-from retrieval.evaluation import evaluate  # noqa: E402
+from retrieval.evaluation import per_query  # noqa: E402
 from retrieval.index import Index, build_index  # noqa: E402
 from retrieval.late import DEFAULT_CHECKPOINT  # noqa: E402
 from retrieval.late import encoder as late_encoder  # noqa: E402
@@ -49,6 +49,7 @@ from retrieval.late.train import heldout_queries  # noqa: E402
 from retrieval.qa import reader as reader_module  # noqa: E402
 from retrieval.qa.marginal import marginalise  # noqa: E402
 from retrieval.qa.metrics import evaluate as squad_evaluate  # noqa: E402
+from retrieval.qa.metrics import score as answer_score  # noqa: E402
 from retrieval.qa.pipeline import best_answers  # noqa: E402
 from retrieval.qa.reader import SpanReader  # noqa: E402
 from retrieval.qa.squad import gold_answers, load_examples, passage_id, read_squad  # noqa: E402
@@ -88,8 +89,9 @@ def bm25_top(workdir: Path, topics: str = "scifact") -> Run:
     return run.without_query_ids().cut(DEPTH)
 
 
-def late_ndcg(model: LateModel, first: Run, texts: dict[str, str], queries, qrels) -> float:
-    """nDCG@10 of the first stage's top 100 reranked by MaxSim, every document encoded once."""
+def late_ndcg(model: LateModel, first: Run, texts: dict[str, str], queries, qrels) -> dict[str, float]:
+    """nDCG@10 of each judged query of the first stage's top 100 reranked by MaxSim, every document
+    encoded once."""
     union = sorted({d for hits in first.values() for d, _ in hits})
     docs = dict(zip(union, model.documents([texts[d] for d in union])))
     reranked = {}
@@ -97,7 +99,7 @@ def late_ndcg(model: LateModel, first: Run, texts: dict[str, str], queries, qrel
         ids = [d for d, _ in first[q]]
         offsets = np.concatenate([[0], np.cumsum([len(docs[d]) for d in ids])]).astype(np.int64)
         reranked[q] = rank(zip(ids, maxsim(emb, np.concatenate([docs[d] for d in ids]), offsets).tolist()))
-    return evaluate(Run(reranked), qrels, ["nDCG@10"])["nDCG@10"]
+    return {q: values["nDCG@10"] for q, values in per_query(Run(reranked), qrels, ["nDCG@10"]).items()}
 
 
 def late_validation(args, texts: dict[str, str]) -> tuple[Run, dict, dict]:
@@ -125,9 +127,10 @@ def late_rows(args) -> tuple[list[str], str]:
     auto = precisions.resolve(precisions.AUTO, int8_within_limit=late_encoder.INT8_WITHIN_LIMIT)
     times = timings({p: (lambda m=m: m.documents(sample)) for p, m in models.items()}, args.repeats)
     val_first, val_queries, val_qrels = late_validation(args, texts)
-    valid = {p: late_ndcg(m, val_first, texts, val_queries, val_qrels) for p, m in models.items()}
+    valid_per_query = {p: late_ndcg(m, val_first, texts, val_queries, val_qrels) for p, m in models.items()}
     first, queries, qrels = bm25_top(args.workdir), load_topics("scifact"), load_qrels("scifact")
-    test = {p: late_ndcg(m, first, texts, queries, qrels) for p, m in models.items()}
+    valid = {p: mean_of(got) for p, got in valid_per_query.items()}
+    test = {p: mean_of(late_ndcg(m, first, texts, queries, qrels)) for p, m in models.items()}
     rows = [f"| precision | documents/s median (range over {args.repeats}) | × fp32 | validation nDCG@10 "
             "| Δ vs fp32 | test nDCG@10 | Δ vs fp32 |", "|---|---:|---:|---:|---:|---:|---:|"]
     for p in models:
@@ -136,20 +139,26 @@ def late_rows(args) -> tuple[list[str], str]:
                     f" {valid[p]:.4f} | {valid[p] - valid['fp32']:+.4f} | {test[p]:.4f} |"
                     f" {test[p] - test['fp32']:+.4f} |")
     measured_on = f"{len(val_qrels)} held-out SciFact training queries, BM25 top-100 reranked, nDCG@10"
-    verdict = int8_decision("late interaction", valid.get("int8", float("nan")) - valid["fp32"], LATE_LIMIT,
-                       late_encoder.INT8_WITHIN_LIMIT, measured_on, "late/encoder.py")
+    verdict = precision_decisions("late interaction", valid_per_query, LATE_LIMIT, late_encoder, measured_on)
     return rows, verdict
 
 
-def reader_scores(readers: dict, examples: list) -> dict[str, dict[str, float]]:
-    """Closed-setting SQuAD EM/F1 of each reader (every question read with its own paragraph)."""
-    gold, scores = gold_answers(examples), {}
+def mean_of(values: dict[str, float]) -> float:
+    return float(np.mean(list(values.values())))
+
+
+def reader_scores(readers: dict, examples: list) -> tuple[dict[str, dict[str, float]],
+                                                         dict[str, dict[str, float]]]:
+    """Closed-setting SQuAD EM/F1 of each reader (every question read with its own paragraph), and
+    each reader's F1 per question (0-100, as the means)."""
+    gold, scores, f1 = gold_answers(examples), {}, {}
     for p, reader in readers.items():
         readings = reader.read([e.question for e in examples], [e.context for e in examples])
         pred = {e.id: best_answers({e.id: marginalise([passage_id(e.context)], [1.0], [r])})[e.id]
                 for e, r in zip(examples, readings)}
         scores[p] = squad_evaluate(gold, pred)
-    return scores
+        f1[p] = {q: 100.0 * answer_score(gold[q], pred[q])[1] for q in gold}
+    return scores, f1
 
 
 def reader_rows(args) -> tuple[list[str], str]:
@@ -160,7 +169,7 @@ def reader_rows(args) -> tuple[list[str], str]:
     head = examples[:args.sample]
     times = timings({p: (lambda r=r: r.read([e.question for e in head], [e.context for e in head]))
                      for p, r in readers.items()}, args.repeats)
-    valid, scores = reader_scores(readers, validation), reader_scores(readers, examples)
+    (valid, valid_f1), (scores, _) = reader_scores(readers, validation), reader_scores(readers, examples)
     rows = [f"| precision | questions/s median (range over {args.repeats}) | × fp32 | validation EM / F1 |"
             " Δ vs fp32 | test EM / F1 | Δ vs fp32 |", "|---|---:|---:|---:|---:|---:|---:|"]
     for p in readers:
@@ -172,10 +181,9 @@ def reader_rows(args) -> tuple[list[str], str]:
             cells.append(f"{em:.1f} / {f1:.1f} | {em - base['exact']:+.1f} / {f1 - base['f1']:+.1f}")
         rows.append(f"| {_label(p, auto)} | {rate_cell(len(head), times[p])} | {speedup:.2f}× | "
                     + " | ".join(cells) + " |")
-    delta = valid["int8"]["f1"] - valid["fp32"]["f1"] if "int8" in valid else float("nan")
-    verdict = int8_decision("the reader", delta, READER_LIMIT, reader_module.INT8_WITHIN_LIMIT,
-                       f"{len(validation)} answerable squad2-dev:validation questions, closed-setting F1",
-                       "qa/reader.py")
+    verdict = precision_decisions("the reader", valid_f1, READER_LIMIT, reader_module,
+                                  f"{len(validation)} answerable squad2-dev:validation questions,"
+                                  " closed-setting F1")
     return rows, verdict
 
 

@@ -8,9 +8,11 @@ import shlex
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+import numpy as np
 
 
 def timed_runs(fn: Callable[[], object], runs: int) -> list[float]:
@@ -106,17 +108,40 @@ def publish(path: Path, text: str) -> None:
     sys.stdout.flush()
 
 
-def int8_decision(model: str, delta: float, limit: float, choice, measured_on: str, where: str) -> str:
-    """Whether int8 stayed within the model's limit on validation with this CPU's int8 kernels, and
-    whether the package's choice for that kernel kind (its INT8_WITHIN_LIMIT) agrees."""
+def precision_decision(model: str, path: str, values: Sequence[float], fp32: Sequence[float], limit: float,
+                       module, measured_on: str) -> str:
+    """Whether `path` is shown to stay within the model's limit of fp32 on validation on this CPU (per-query
+    scores `values` and `fp32`, paired; precision.shown_within_limit). For int8, whether the package agrees
+    (the model's `module` records it in INT8_WITHIN_LIMIT per kind of int8 kernel); bf16 is reported, not
+    decided: `auto` takes it wherever the CPU has it."""
     from retrieval import precision as precisions
+    from retrieval.significance import difference_interval
 
+    within = precisions.shown_within_limit(values, fp32, limit)
+    low, high = difference_interval(values, fp32)
+    change = (f"{path} changes it by {np.mean(values) - np.mean(fp32):+.4g} on average, 90% confidence"
+              f" interval {low:+.4g} to {high:+.4g}, against a limit of ±{limit:g}, so {path} is"
+              f" {'shown to be within' if within else 'not shown to be within'} the limit (two one-sided"
+              f" paired t-tests at 5%)")
+    if path != "int8":
+        return (f"For {model}, {path} (on {measured_on}): {change}; reported, not decided: `auto` takes"
+                f" {path} wherever the CPU has it.")
     kernel = precisions.int8_kernel() or "none"
-    within = precisions.within_limit(delta, limit)
-    chosen = precisions.int8_allowed(choice)
+    chosen = precisions.int8_allowed(module.INT8_WITHIN_LIMIT)
+    where = module.__name__.replace(".", "/") + ".py"
     agrees = ("agrees" if within == chosen else
-              f"DISAGREES: change INT8_WITHIN_LIMIT[{kernel!r}] in retrieval/{where}")
-    return (f"Decision for {model} with {kernel} int8 kernels (on {measured_on}): int8 changes it by"
-            f" {delta:+.4g} against a limit of ±{limit:g}, so int8 is {'within' if within else 'beyond'}"
-            f" the limit; `auto` without bf16 on such a CPU uses {'int8' if chosen else 'fp32'} ({agrees})."
-            " Test columns are reported, never used to choose.")
+              f"DISAGREES: change INT8_WITHIN_LIMIT[{kernel!r}] in {where}")
+    return (f"Decision for {model} with {kernel} int8 kernels (on {measured_on}): {change}; `auto` without"
+            f" bf16 on such a CPU uses {'int8' if chosen else 'fp32'} ({agrees}). Test columns are reported,"
+            " never used to choose.")
+
+
+def precision_decisions(model: str, per_item: dict[str, dict[str, float]], limit: float, module,
+                        measured_on: str) -> str:
+    """precision_decision for int8 and bf16 (those measured), from each path's score per validation item
+    (query or question: `per_item[path][item]`), paired with fp32's; one paragraph each."""
+    items = sorted(per_item["fp32"])
+    fp32 = [per_item["fp32"][i] for i in items]
+    return "\n\n".join(precision_decision(model, path, [per_item[path][i] for i in items], fp32, limit,
+                                         module, measured_on)
+                      for path in ("int8", "bf16") if path in per_item)

@@ -36,10 +36,11 @@ from retrieval.rankers import RANKERS, build
 from retrieval.significance import compare
 from retrieval.types import Qrels, Queries, Run, natural_key
 
-CACHE_VERSION = 6  # bumped when a cached record changes shape or its arithmetic (2: QA rows carry their
+CACHE_VERSION = 7  # bumped when a cached record changes shape or its arithmetic (2: QA rows carry their
 # settings; 3: the dense encoder's int8 keeps outlier channels in fp32, retrieval.int8_outliers; 4: so does
 # the late encoder's, and the late encoder and the reader run int8 one text or window a batch; 5: bf16 casts
-# the whole model, LayerNorm and softmax included; 6: auto on AVX2 CPUs runs the dense and late encoders int8)
+# the whole model, LayerNorm and softmax included; 6: auto on AVX2 CPUs runs the dense and late encoders int8;
+# 7: auto runs the late encoder fp32 on CPUs without bf16, int8 not being shown within its limit)
 IPREC = [f"IPrec@{r / 10:.1f}" for r in range(11)]
 
 # ---------------------------------------------------------------- building and running

@@ -17,16 +17,18 @@ batch (the dense encoder's cosine to fp32 is about 0.98-0.99).
 
 `auto`, the default everywhere, picks the fastest path that stays within each
 model's limit: bf16 where the CPU has bf16 instructions; else int8 where int8
-met the model's limit on validation data with this CPU's int8 kernels; else
-fp32 (also on ARM, not measured here). int8 arithmetic is not the same on every
-x86 CPU: torch's kernels use AVX-512 VNNI where the CPU has it and AVX2
-otherwise, and the two round differently (the dense encoder's validation
-nDCG@10 moved -0.0010 with VNNI, -0.0020 with AVX2; the late encoder's -0.0000
-and +0.0026), so each model records its decision per kernel kind
-(INT8_WITHIN_LIMIT, decided by eval/bench_dense.py and eval/bench_precision.py
-on validation splits, never on test); a kind nobody measured runs fp32. A
-limit binds both ways (`within_limit`): int8 is there to give fp32's ranking
-faster, so a change up is as much a change as one down.
+is shown to meet the model's limit on validation data with this CPU's int8
+kernels (`shown_within_limit`: the 90% confidence interval of the mean
+per-query change lies within the limit, not just the mean); else fp32 (also
+on ARM, not measured here). int8 arithmetic is not the same on every x86
+CPU: torch's kernels use AVX-512 VNNI where the CPU has it and AVX2
+otherwise, and the two round differently, so each model records its decision
+per kernel kind (INT8_WITHIN_LIMIT, decided by eval/bench_dense.py and
+eval/bench_precision.py on validation splits, never on test); a kind nobody
+measured runs fp32. No model's int8 is shown within its limit today (the
+intervals are wider than the limits), so `auto` means fp32 without bf16. A
+limit binds both ways: int8 is there to give fp32's ranking faster, so a
+change up is as much a change as one down.
 
 Set RETRIEVAL_NO_BF16=1 to make the package behave as if the CPU lacked bf16
 instructions, or RETRIEVAL_EMULATE_CPU=avx2 (or avx512-vnni) to run as if on
@@ -94,9 +96,19 @@ def instruction_sets() -> str:
 
 
 def within_limit(change: float, limit: float) -> bool:
-    """Whether a precision path reproduces fp32 closely enough: its validation score moves by at most
-    `limit` in either direction (a path meant to give fp32's ranking must not change it, up or down)."""
+    """Whether a mean validation score moved by at most `limit` in either direction (a path meant to give
+    fp32's ranking must not change it, up or down): how eval/calibrate_int8.py picks a configuration."""
     return abs(change) <= limit
+
+
+def shown_within_limit(values: Sequence[float], reference: Sequence[float], limit: float) -> bool:
+    """Whether per-query validation scores of a path (`values`) are shown to stay within `limit` of fp32's
+    (`reference`, paired) on average: two one-sided t-tests at 5% (significance.equivalent). This, not
+    the mean alone, decides `auto`: on a few hundred queries a mean inside the limit can hide a change
+    beyond it, and a path that cannot be shown to meet the limit runs fp32."""
+    from retrieval.significance import equivalent
+
+    return equivalent(values, reference, limit)
 
 
 def int8_kernel() -> str | None:
@@ -129,7 +141,7 @@ def int8_allowed(choice: Int8Choice) -> bool:
 
 def auto_precision(int8_within_limit: Int8Choice = True) -> str:
     """The fastest torch path within the loss limit on this CPU; `int8_within_limit` says whether
-    int8 meets the limit for the model at hand (per int8 kernel kind, see `int8_allowed`)."""
+    int8 is shown to meet the limit for the model at hand (per int8 kernel kind, see `int8_allowed`)."""
     if cpu_has_bf16():
         return "bf16"
     return "int8" if int8_allowed(int8_within_limit) else "fp32"

@@ -5,6 +5,10 @@ Each system is compared with the baseline on the queries both were scored on
 Wilcoxon signed-rank test (`scipy.stats.wilcoxon`, two-sided). For each
 measure and test, the p-values of all systems against the baseline form one
 family, corrected by Holm's step-down method.
+
+The converse question, whether a difference is shown to be small (a faster
+precision giving the reference's ranking), is `equivalent`: two one-sided
+t-tests against a margin.
 """
 
 from __future__ import annotations
@@ -78,3 +82,23 @@ def compare(per_query: Mapping[str, PerQuery], baseline: str,
             out[system, measure] = Comparison(system, measure, n, diff, p,
                                               {t: adjusted[t][i] for t in TESTS})
     return out
+
+
+def difference_interval(a: Sequence[float], b: Sequence[float],
+                        confidence: float = 0.90) -> tuple[float, float]:
+    """Student's t confidence interval of the mean paired difference a - b; the point itself when
+    every difference is the same, and unbounded with fewer than two pairs."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if len(d) < 2:
+        return -np.inf, np.inf
+    if np.all(d == d[0]):
+        return float(d[0]), float(d[0])
+    low, high = stats.ttest_1samp(d, 0.0).confidence_interval(confidence)
+    return float(low), float(high)
+
+
+def equivalent(a: Sequence[float], b: Sequence[float], margin: float, alpha: float = 0.05) -> bool:
+    """Whether paired values a and b are shown to differ by at most `margin` on average, either way: two
+    one-sided t-tests (TOST) at level `alpha`, i.e. the (1 - 2 alpha) interval lies within ±margin."""
+    low, high = difference_interval(a, b, 1 - 2 * alpha)
+    return -margin <= low and high <= margin

@@ -34,6 +34,31 @@ def test_a_limit_binds_in_both_directions():
     assert not precision.within_limit(0.0078, 0.003) and not precision.within_limit(-0.0052, 0.005)
 
 
+def test_auto_takes_int8_only_when_validation_shows_it_within_the_limit():
+    """A mean change inside the limit is not enough when the per-query changes scatter: the 90% interval
+    (two one-sided t-tests at 5%) must lie inside, so few or noisy validation queries mean fp32."""
+    from scipy import stats
+
+    from retrieval.significance import difference_interval
+
+    rng = np.random.default_rng(0)
+    fp32 = rng.random(121)
+    shifted = fp32 + 0.0026  # every query moves by the same +0.0026: shown, however few
+    assert difference_interval(shifted, fp32) == pytest.approx((0.0026, 0.0026))
+    assert precision.shown_within_limit(shifted, fp32, 0.003)
+    changes = rng.normal(0, 0.03, 121)
+    changes += 0.0026 - changes.mean()  # the same mean change, now scattered
+    assert precision.within_limit(0.0026, 0.003)
+    assert not precision.shown_within_limit(fp32 + changes, fp32, 0.003)
+    low, high = difference_interval(fp32 + changes, fp32)
+    assert (low, high) == pytest.approx(stats.t.interval(0.9, 120, 0.0026, stats.sem(changes)))
+    many = rng.normal(0, 0.03, 20000)
+    many += 0.0026 - many.mean()
+    assert precision.shown_within_limit(many, np.zeros_like(many), 0.003)  # enough queries show it
+    assert not precision.shown_within_limit(many, np.zeros_like(many), 0.002)
+    assert not precision.shown_within_limit([0.5], [0.5], 0.003)  # one query shows nothing
+
+
 def test_int8_is_chosen_per_kind_of_int8_kernel(monkeypatch):
     """The same model may meet its limit with one CPU's int8 kernels and not another's; a kind nobody
     measured runs fp32."""

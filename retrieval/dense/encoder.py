@@ -43,12 +43,14 @@ from retrieval.storage import sha256_file  # noqa: E402
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 PRECISIONS = (precisions.AUTO, *precisions.TORCH_PRECISIONS, "onnx", "onnx-int8")
-# Whether int8 stays within 0.005 nDCG@10 of fp32 on validation (SciFact's 809 training queries), per kind
-# of int8 kernel (precision.int8_kernel; eval/bench_dense.py decides it on each), outlier channels in fp32
-# (retrieval.int8_outliers): -0.0010 with AVX-512 VNNI (Intel Xeon), -0.0020 with AVX2 (the Xeon as an AVX2
-# CPU, RETRIEVAL_EMULATE_CPU=avx2; before the split an AMD EPYC measured -0.0052). Test figures are never
-# used to choose.
-INT8_WITHIN_LIMIT = {"avx2": True, "avx512-vnni": True}
+# Whether int8 is shown to keep nDCG@10 within 0.005 of fp32's, either way, on validation (SciFact's 809
+# training queries; the 90% interval of the per-query change must lie inside: precision.shown_within_limit),
+# per kind of int8 kernel (precision.int8_kernel; eval/bench_dense.py decides it on each), outlier channels
+# in fp32 (retrieval.int8_outliers). The mean moves -0.0010 with AVX-512 VNNI (Intel Xeon; interval -0.0064
+# to +0.0045) and -0.0020 with AVX2 (the Xeon as an AVX2 CPU, RETRIEVAL_EMULATE_CPU=avx2; -0.0074 to
+# +0.0034): 809 queries cannot show either within 0.005, so fp32 (`--precision int8` still runs it). Test
+# figures are never used to choose.
+INT8_WITHIN_LIMIT = {"avx2": False, "avx512-vnni": False}
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 POOLING_MODES = ("cls", "mean", "max", "mean_sqrt_len")
 

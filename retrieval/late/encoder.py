@@ -36,14 +36,15 @@ from retrieval.errors import InputError  # noqa: E402
 from retrieval.int8_outliers import stored_channels  # noqa: E402
 
 Q_MARKER, D_MARKER = "[unused0]", "[unused1]"
-# Whether int8 token embeddings move nDCG@10 by at most 0.003 either way on validation (the checkpoint's 121
-# held-out SciFact training queries, BM25 top-100 reranked), per kind of int8 kernel
+# Whether int8 token embeddings are shown to keep nDCG@10 within 0.003 of fp32's, either way, on validation
+# (the checkpoint's 121 held-out SciFact training queries, BM25 top-100 reranked; the 90% interval of the
+# per-query change must lie inside: precision.shown_within_limit), per kind of int8 kernel
 # (precision.int8_kernel; eval/bench_precision.py decides it on each). int8 splits off the encoder's outlier
 # channels (retrieval/int8_outliers.py; the late checkpoint is a projection on the dense model's weights,
-# so their calibration serves both): -0.0000 with AVX-512 VNNI (Intel Xeon), +0.0026 with AVX2 (the Xeon as
-# an AVX2 CPU, RETRIEVAL_EMULATE_CPU=avx2). Without the split it was +0.0069 on the Xeon and +0.0078 on an
-# AMD EPYC (AVX2). Test figures are never used to choose.
-INT8_WITHIN_LIMIT = {"avx2": True, "avx512-vnni": True}
+# so their calibration serves both). With AVX2 (the Xeon as an AVX2 CPU, RETRIEVAL_EMULATE_CPU=avx2) the
+# mean moved +0.0026 but the interval runs from -0.0057 to +0.0110: 121 queries cannot show the limit met,
+# so fp32. Test figures are never used to choose.
+INT8_WITHIN_LIMIT = {"avx2": False, "avx512-vnni": False}
 
 
 class TokenEncoder:
