@@ -40,7 +40,7 @@ CACHE_VERSION = 7  # bumped when a cached record changes shape or its arithmetic
 # settings; 3: the dense encoder's int8 keeps outlier channels in fp32, retrieval.int8_outliers; 4: so does
 # the late encoder's, and the late encoder and the reader run int8 one text or window a batch; 5: bf16 casts
 # the whole model, LayerNorm and softmax included; 6: auto on AVX2 CPUs runs the dense and late encoders int8;
-# 7: auto runs the late encoder fp32 on CPUs without bf16, int8 not being shown within its limit)
+# 7: auto runs the dense and late encoders fp32 on CPUs without bf16, int8 not shown within their limits)
 IPREC = [f"IPrec@{r / 10:.1f}" for r in range(11)]
 
 # ---------------------------------------------------------------- building and running
