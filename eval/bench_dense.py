@@ -42,14 +42,13 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import machine_line, precision_decisions, publish  # noqa: E402
+from benchlib import machine_line, mean_of, precision_decisions, publish  # noqa: E402
 
 from retrieval import cpu_emulation  # noqa: E402
 from retrieval import precision as precisions  # noqa: E402
 from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
 from retrieval.dense import encoder as dense_encoder  # noqa: E402
 from retrieval.dense.encoder import (  # noqa: E402
-    INT8_WITHIN_LIMIT,
     Encoder,
     cache_root,
     default_model_dir,
@@ -114,7 +113,7 @@ def per_query_ndcg(doc_ids: list[str], docs: np.ndarray, queries: np.ndarray, qi
 
 def evaluate(doc_ids: list[str], docs: np.ndarray, queries: np.ndarray, qids: list[str], qrels) -> float:
     """Mean nDCG@10 over the judged queries (per_query_ndcg)."""
-    return float(np.mean(list(per_query_ndcg(doc_ids, docs, queries, qids, qrels).values())))
+    return mean_of(per_query_ndcg(doc_ids, docs, queries, qids, qrels))
 
 
 def encoding_identity(name: str, path) -> list:
@@ -224,10 +223,11 @@ def encoding_table(args, corpus, qids, qtexts, qrels) -> tuple[list[str], np.nda
     valid_per_query = {name: per_query_ndcg(doc_ids, encoded[name][0],
                                             query_encoding(name, paths[name], train_texts), list(train),
                                             train_qrels) for name in encoded}
-    valid = {name: float(np.mean(list(got.values()))) for name, got in valid_per_query.items()}
+    valid = {name: mean_of(got) for name, got in valid_per_query.items()}
     cosine = {name: float(np.mean(np.sum(encoded[name][0] * encoded["fp32"][0], 1)))
               for name in encoded}  # how closely each path's document embeddings follow fp32's
-    auto = precisions.resolve(precisions.AUTO, tuple(args.paths), int8_within_limit=INT8_WITHIN_LIMIT)
+    auto = precisions.resolve(precisions.AUTO, tuple(args.paths),
+                              int8_within_limit=dense_encoder.INT8_WITHIN_LIMIT)
     lines = [f"| path | layout | batch | docs/s median (range over {args.repeats}) | × peer, same precision |"
              f" × {default_peer} (peer default) | mean cosine to fp32 (documents) | validation nDCG@10 |"
              " Δ vs fp32 | test nDCG@10 | Δ vs fp32 |",

@@ -35,7 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import machine_line, precision_decisions, publish  # noqa: E402
+from benchlib import machine_line, mean_of, precision_decisions, publish  # noqa: E402
 
 from retrieval import precision as precisions  # noqa: E402
 from retrieval.collections import data_dir, load_documents, load_qrels, load_topics  # noqa: E402
@@ -141,10 +141,6 @@ def late_rows(args) -> tuple[list[str], str]:
     measured_on = f"{len(val_qrels)} held-out SciFact training queries, BM25 top-100 reranked, nDCG@10"
     verdict = precision_decisions("late interaction", valid_per_query, LATE_LIMIT, late_encoder, measured_on)
     return rows, verdict
-
-
-def mean_of(values: dict[str, float]) -> float:
-    return float(np.mean(list(values.values())))
 
 
 def reader_scores(readers: dict, examples: list) -> tuple[dict[str, dict[str, float]],

@@ -108,6 +108,11 @@ def publish(path: Path, text: str) -> None:
     sys.stdout.flush()
 
 
+def mean_of(per_item: dict[str, float]) -> float:
+    """The mean of per-query (or per-question) scores."""
+    return float(np.mean(list(per_item.values())))
+
+
 def precision_decision(model: str, path: str, values: Sequence[float], fp32: Sequence[float], limit: float,
                        module, measured_on: str) -> str:
     """Whether `path` is shown to stay within the model's limit of fp32 on validation on this CPU (per-query
