@@ -12,8 +12,9 @@ the index and, for Lucene, the JVM) does not mix. Each child measures:
   bm25s and rank_bm25 build their in-memory model from this project's
   analysed tokens (the analyzer runs inside the timed build with a fresh stem
   cache, as in bench_sparse.py); bm25s runs twice, with its numpy and its
-  numba backend (the numba one compiles its scoring and top k: bm25s at its
-  best, as in bench_sparse.py; the first, warm-up search compiles it);
+  numba backend (which is faster depends on the collection and the threads, so
+  both are shown, as bench_sparse.py tries both; the warm-up search compiles
+  numba's);
 - BM25 queries/s at k=1000 with 1 and 2 threads, end to end: query text in,
   per query a ranked list of (doc id, score) out (bm25s and rank_bm25 row
   numbers mapped to doc ids), k1=0.9 b=0.4 for all (rank_bm25's BM25Okapi
@@ -207,7 +208,8 @@ class BM25S(Engine):
 
 
 class BM25SNumba(BM25S):
-    """bm25s with its numba backend (compiled scoring and top k), its fastest here (eval/bench_sparse.py)."""
+    """bm25s with its numba backend (compiled scoring and top k); which backend is faster depends on the
+    collection and the threads, so the table shows both."""
 
     backend = "numba"
 
