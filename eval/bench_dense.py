@@ -48,14 +48,10 @@ from retrieval import cpu_emulation  # noqa: E402
 from retrieval import precision as precisions  # noqa: E402
 from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
 from retrieval.dense import encoder as dense_encoder  # noqa: E402
-from retrieval.dense.encoder import (  # noqa: E402
-    Encoder,
-    cache_root,
-    default_model_dir,
-    model_checksum,
-)
+from retrieval.dense.encoder import Encoder  # noqa: E402
 from retrieval.dense.faiss_index import build_faiss  # noqa: E402
 from retrieval.int8_outliers import stored_channels  # noqa: E402
+from retrieval.local_models import cache_root, default_model_dir, model_checksum  # noqa: E402
 from retrieval.types import Run  # noqa: E402
 
 warnings.filterwarnings("ignore", category=UserWarning)

@@ -48,7 +48,8 @@ from bench_precision import READER_LIMIT, reader_scores  # noqa: E402
 
 from retrieval import precision as precisions  # noqa: E402
 from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
-from retrieval.dense.encoder import Encoder, padded_batches  # noqa: E402
+from retrieval.cpu_batches import padded_batches  # noqa: E402
+from retrieval.dense.encoder import Encoder  # noqa: E402
 from retrieval.int8_outliers import CALIBRATION_FILE, channel_peaks, largest_channels  # noqa: E402
 from retrieval.qa.features import MAX_LENGTH  # noqa: E402
 from retrieval.qa.reader import DEFAULT_READER, SpanReader, load_reader_model  # noqa: E402

@@ -1,5 +1,5 @@
 """The `retrieval` command. Each subcommand (index, add, delete, optimize, search, eval, info,
-run, rerank, train, ask, qa-eval) lives in retrieval/commands/ with its own parser and handler;
+run, rerank, train, ask, qa-eval, serve) lives in retrieval/commands/ with its own parser and handler;
 this module only registers them and turns bad input into one line on stderr with exit status 2
 (errors.py).
 """
@@ -35,7 +35,7 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 description="Index collections, search topics, evaluate runs.")
     p.add_argument("--data-dir", type=Path, help="where named collections live (default: "
-                   "$RETRIEVAL_DATA, else ../shared/data)")
+                   "$RETRIEVAL_DATA, else ../shared/data beside the working directory or this checkout)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.add(sub)

@@ -134,6 +134,12 @@ def split_name(spec: str) -> tuple[str, str | None]:
     return name, split or None
 
 
+def removes_query_ids(topics: str | Path) -> bool:
+    """Whether runs for these topics drop each query's own id by default (named BEIR topics)."""
+    collection = named(topics, files_only=True)
+    return bool(collection and collection.remove_query_ids)
+
+
 def named(spec: str | Path, *, files_only: bool = False) -> Collection | None:
     """The named collection `spec` refers to, or None when it is a path. With `files_only` (topics,
     qrels: never a directory) a directory of that name, such as an index built as `--index scifact`,

@@ -22,10 +22,10 @@ baseline and optional parameter sweeps (see configs/cacm.yaml)::
 
 `model` is any ranker registered in retrieval.rankers; the other keys are its
 parameters, checked against the registry (unknown ones refused, file:line).
-The index is rebuilt only when missing or when its manifest's
-source/analyzer differ from the config. Run files are cached beside a key
-(hash of the pipeline config, the index manifest and the topics), so a re-run
-with nothing changed reads them back instead of searching.
+The index is (re)built or given a missing part as experiment.ensure_index
+says. Run files are cached beside a key (hash of the pipeline config, the
+index manifest and the topics), so a re-run with nothing changed reads them
+back instead of searching.
 """
 
 from __future__ import annotations
@@ -41,8 +41,10 @@ from retrieval import collections
 from retrieval.errors import InputError
 from retrieval.evaluation import parse_measures
 from retrieval.formats.textfile import decode
+from retrieval.index_kinds import AnyIndex
 from retrieval.params import PARAMS
-from retrieval.rankers import RANKERS
+from retrieval.pipeline import Cut, Pipeline
+from retrieval.rankers import RANKERS, build
 
 TOP_KEYS = {"name", "collection", "topics", "topic_field", "qrels", "remove_query_ids", "index",
             "threads", "measures", "only_answered", "baseline", "alpha", "pipelines", "sweeps", "qa"}
@@ -251,6 +253,23 @@ def _stage(raw: Any, parent: Located, key: Any, threads: int) -> StageSpec:
     if "threads" not in raw_map and "threads" in RANKERS[model].params:
         raw_map["threads"] = threads
     return StageSpec(model, raw_map, cutoff, where)
+
+
+def build_pipeline(stages: list[StageSpec], index: AnyIndex, precision: str | None = None) -> Pipeline:
+    """The Pipeline for stage specs; ranker errors point at the config line. `precision` is how
+    encoding stages run here unless a stage sets its own."""
+    built = []
+    for spec in stages:
+        try:
+            given = ({"precision": precision} if "precision" in RANKERS[spec.model].params else {})
+            built.append(build(spec.model, index, **(given | spec.params)))
+        except InputError as e:
+            if e.path is not None:
+                raise
+            raise InputError(e.message, *spec.where) from None
+        if spec.cutoff:
+            built.append(Cut(spec.cutoff))
+    return Pipeline(*built)
 
 
 def stage_specs(raw: Any, source: str = "<request>", threads: int = 1) -> list[StageSpec]:

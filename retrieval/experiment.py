@@ -1,10 +1,9 @@
 """Config-driven experiments: build what is missing, run every pipeline, evaluate, compare.
 
-The config format is described in retrieval/config.py. The index is rebuilt
-only when missing or when its manifest's source/analyzer differ from the
-config. Run files are cached beside a key (hash of the pipeline config, the
-index manifest and the topics), so a re-run with nothing changed reads them
-back instead of searching.
+The config format is described in retrieval/config.py. The index is (re)built
+or given a missing part as `ensure_index` says. Run files are cached beside a
+key (hash of the pipeline config, the index manifest and the topics), so a
+re-run with nothing changed reads them back instead of searching.
 """
 
 from __future__ import annotations
@@ -24,15 +23,13 @@ from tqdm import tqdm
 from retrieval import collections, storage
 from retrieval import precision as precisions
 from retrieval.analysis import Analyzer
-from retrieval.config import Config, StageSpec, SweepSpec, load_config
+from retrieval.config import Config, StageSpec, SweepSpec, build_pipeline, load_config
 from retrieval.errors import InputError
 from retrieval.evaluation import evaluate, per_query
 from retrieval.formats.trec import read_run, write_run
 from retrieval.index import Index, build_index
 from retrieval.index_kinds import AnyIndex, open_index
 from retrieval.outcome import Outcome, SweepResult
-from retrieval.pipeline import Cut, Pipeline
-from retrieval.rankers import RANKERS, build
 from retrieval.significance import compare
 from retrieval.types import Qrels, Queries, Run, natural_key
 
@@ -62,7 +59,7 @@ def ensure_index(cfg: Config, precision: str | None = None) -> AnyIndex:
     wanted = "sharded" if cfg.shards else "native"
     try:
         index = open_index(cfg.index_path)
-        m = index.manifest
+        m = index.manifest or {}  # a Lucene index Anserini wrote has none
         same = m.get("source") == source and m.get("analyzer") == analyzer.settings
         if same and index.kind == wanted and (not cfg.shards or len(index.shards) == cfg.shards):
             if index.kind == "native":
@@ -139,23 +136,6 @@ def ensure_parts(cfg: Config, index: Index, precision: str | None = None) -> Ind
 
             build_late(index, _late_model(part, precision), compression=part.get("compression", "fp16"))
     return Index.open(cfg.index_path, verify=False) if missing else index
-
-
-def build_pipeline(stages: list[StageSpec], index: AnyIndex, precision: str | None = None) -> Pipeline:
-    """The Pipeline for stage specs; ranker errors point at the config line. `precision` is how
-    encoding stages run here unless a stage sets its own."""
-    built = []
-    for spec in stages:
-        try:
-            given = ({"precision": precision} if "precision" in RANKERS[spec.model].params else {})
-            built.append(build(spec.model, index, **(given | spec.params)))
-        except InputError as e:
-            if e.path is not None:
-                raise
-            raise InputError(e.message, *spec.where) from None
-        if spec.cutoff:
-            built.append(Cut(spec.cutoff))
-    return Pipeline(*built)
 
 
 def slug(name: str) -> str:

@@ -26,6 +26,7 @@ class AnyIndex(Protocol):
 
     kind: str  # one of KINDS
     path: Path
+    manifest: dict[str, Any] | None  # what this tool recorded when writing it (None: not written by it)
 
     @property
     def parts(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from retrieval import precision as precisions
 from retrieval.errors import InputError
 
 
@@ -86,7 +87,7 @@ def _counter(name: str, default: int | None, help: str, keyed: bool = True) -> P
     return Param(name, int, default, help, _count, "a whole number >= 1", keyed=keyed)
 
 
-PRECISIONS = ("auto", "fp32", "bf16", "int8", "onnx", "onnx-int8")
+PRECISIONS = (precisions.AUTO, *precisions.ENCODER_PRECISIONS)
 
 PARAMS: dict[str, Param] = {p.name: p for p in (
     _counter("hits", 1000, "results per query"),
@@ -107,10 +108,10 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     _counter("rrf_k", 60, "reciprocal-rank fusion constant k in 1 / (k + rank)"),
     Param("encoder", str, None, "local Hugging Face model directory (default: the index's model)"),
     Param("precision", str, "auto", "how a neural stage computes on this machine (auto: the fastest "
-          "path within 0.005 SciFact nDCG@10 of fp32 on this CPU; eval/results/dense.md)",
+          "path on this CPU within the model's loss limit of fp32; retrieval/precision.py)",
           choices=PRECISIONS),
-    _counter("ef_search", None, "HNSW: ef at search time"),
-    _counter("nprobe", None, "IVF-PQ: lists probed"),
+    _counter("ef_search", None, "HNSW: ef at search time (default: the index's, set when it was built)"),
+    _counter("nprobe", None, "IVF-PQ: lists probed (default: the index's, set when it was built)"),
     Param("checkpoint", str, None, "zero-shot or a checkpoint .safetensors (default: the "
           "committed checkpoint)"),
     _weight("interpolate", None, "score = W * minmax(first stage) + (1 - W) * minmax(MaxSim) "

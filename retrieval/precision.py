@@ -52,6 +52,7 @@ from retrieval.errors import InputError
 AUTO = "auto"
 NO_BF16_ENV = "RETRIEVAL_NO_BF16"
 TORCH_PRECISIONS = ("fp32", "bf16", "int8")
+ENCODER_PRECISIONS = (*TORCH_PRECISIONS, "onnx", "onnx-int8")  # the dense encoder also runs ONNX
 TRAIN_PRECISIONS = ("fp32", "bf16")
 
 

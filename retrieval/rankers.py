@@ -21,7 +21,7 @@ from retrieval.errors import InputError
 from retrieval.index_kinds import AnyIndex
 from retrieval.params import PARAMS, Param
 from retrieval.pipeline import Stage
-from retrieval.sparse.models import MODEL_PARAMS
+from retrieval.sparse.models import SPARSE_MODELS
 
 Builder = Callable[..., Stage]
 FEEDBACK = ("rm3", "fb_docs", "fb_terms", "original_weight")
@@ -74,18 +74,22 @@ class Ranker:
 
 
 def _model_params(model: str, v: dict[str, Any]) -> dict[str, Any]:
-    return {n: v[n] for n in MODEL_PARAMS[model]}
+    return {n: v[n] for n in SPARSE_MODELS[model][1]}
 
 
 def _native_sparse(model: str) -> Builder:
     def build(index: AnyIndex, **v: Any) -> Stage:
-        from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
+        from retrieval.sparse.models import sparse_model
+        from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood, SparseRanker
 
-        common = {"hits": v["hits"], "threads": v["threads"]} | _model_params(model, v)
+        common = {"hits": v["hits"], "threads": v["threads"]}
         if model == "bm25":
-            stage: Stage = BM25(index, **common)
-        else:
-            stage = QueryLikelihood(index, "dirichlet" if model == "qld" else "jelinek-mercer", **common)
+            stage: Stage = BM25(index, **common, **_model_params(model, v))
+        elif model in ("qld", "qljm"):
+            smoothing = "dirichlet" if model == "qld" else "jelinek-mercer"
+            stage = QueryLikelihood(index, smoothing, **common, **_model_params(model, v))
+        else:  # any other registered model
+            stage = SparseRanker(index, sparse_model(model, **_model_params(model, v)), **common, name=model)
         return _feedback(RM3, stage, v)
     return build
 
@@ -98,6 +102,11 @@ def _sharded_sparse(model: str) -> Builder:
                               **_model_params(model, v))
         return _feedback(ShardedRM3, stage, v)
     return build
+
+
+def sparse_builders(model: str) -> dict[str, Builder]:
+    """The native and sharded builders of a model registered in sparse.models.SPARSE_MODELS."""
+    return {"native": _native_sparse(model), "sharded": _sharded_sparse(model)}
 
 
 def _lucene_sparse(model: str) -> Builder:
@@ -158,13 +167,10 @@ NEURAL = ("hits", "threads", "encoder", "precision")
 
 RANKERS: dict[str, Ranker] = {r.name: r for r in (
     Ranker("bm25", "BM25 (Lucene's formula)", ("k1", "b") + SPARSE,
-           {"native": _native_sparse("bm25"), "sharded": _sharded_sparse("bm25"),
-            "lucene": _lucene_sparse("bm25")}),
+           sparse_builders("bm25") | {"lucene": _lucene_sparse("bm25")}),
     Ranker("qld", "query likelihood, Dirichlet smoothing", ("mu",) + SPARSE,
-           {"native": _native_sparse("qld"), "sharded": _sharded_sparse("qld"),
-            "lucene": _lucene_sparse("qld")}),
-    Ranker("qljm", "query likelihood, Jelinek-Mercer smoothing", ("lam",) + SPARSE,
-           {"native": _native_sparse("qljm"), "sharded": _sharded_sparse("qljm")}),
+           sparse_builders("qld") | {"lucene": _lucene_sparse("qld")}),
+    Ranker("qljm", "query likelihood, Jelinek-Mercer smoothing", ("lam",) + SPARSE, sparse_builders("qljm")),
     Ranker("dense", "bi-encoder over the index's FAISS part", NEURAL + ("ef_search", "nprobe"),
            {"native": _native_dense, "sharded": _sharded_dense}),
     Ranker("hybrid", "BM25 fused with dense", NEURAL + ("depth", "k1", "b", "weight", "fusion", "rrf_k"),

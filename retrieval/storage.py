@@ -270,9 +270,14 @@ def write_output(path: str | Path, data: bytes) -> None:
         raise InputError(f"cannot write ({e.strerror})", path) from None
 
 
+def json_bytes(obj: Any) -> bytes:
+    """JSON as the package writes it: sorted keys, indented, a final newline."""
+    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write JSON (sorted keys, indented) atomically."""
-    write_bytes_atomic(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+    write_bytes_atomic(path, json_bytes(obj))
 
 
 def sha256_file(path: Path) -> str:

@@ -9,11 +9,12 @@ import pytest
 
 from retrieval import collections, storage
 from retrieval.dense import DenseRetriever, Encoder, add_dense, build_dense_part
-from retrieval.dense.encoder import default_model_dir, pool, read_st_config
+from retrieval.dense.encoder import pool, read_st_config
 from retrieval.dense.faiss_index import build_faiss, index_params
 from retrieval.errors import InputError
 from retrieval.fusion import RRF, Interpolate, interpolate, minmax, rrf
 from retrieval.index import build_index
+from retrieval.local_models import default_model_dir
 from retrieval.types import Document, Queries, Run
 
 TEXTS = ["The cat sat on the mat.", "Dogs chase cats in the garden.",
@@ -107,6 +108,20 @@ def test_retriever_refuses_another_model(index_dir, default):
     storage.write_json_atomic(index_dir / "manifest.json", manifest)
     with pytest.raises(InputError, match="another model"):
         DenseRetriever(index_dir, model=default)
+
+
+def test_a_model_of_ones_own_is_named_not_located(index_dir, default, tmp_path):
+    """The manifest names a model directory by its name, not by a path of the building machine;
+    searching then needs that directory (--encoder), and says so."""
+    import shutil
+
+    own = tmp_path / "my-minilm"
+    shutil.copytree(default.model_dir, own)
+    build_dense_part(index_dir, IDS, TEXTS, encoder=Encoder(own, precision="fp32"))
+    assert json.loads((index_dir / "manifest.json").read_text())["parts"]["dense"]["model"] == "my-minilm"
+    with pytest.raises(InputError, match="not bundled; pass its directory"):
+        DenseRetriever(index_dir)
+    assert DenseRetriever(index_dir, model=own, precision="fp32").encoder.checksum == default.checksum
 
 
 def test_no_dense_part_is_input_error(index_dir):

@@ -155,6 +155,18 @@ def test_config_errors_name_file_and_line(tmp_path, text, line, message):
     assert str(e.value).startswith(f"{path}:{line}: ")
 
 
+def test_an_index_path_holding_an_anserini_index_is_refused_not_replaced(tmp_path, capsys, monkeypatch):
+    """A Lucene directory Anserini wrote (no manifest of ours) is neither read as ours nor replaced."""
+    monkeypatch.chdir(tmp_path)  # the config's relative paths
+    (tmp_path / "idx").mkdir()
+    (tmp_path / "idx" / "segments_1").write_bytes(b"lucene")
+    path = _config(tmp_path, GOOD + "index: {path: idx}\n")
+    assert cli_main(["run", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "refusing to replace it" in err[0]
+    assert (tmp_path / "idx" / "segments_1").read_bytes() == b"lucene"
+
+
 def test_cli_reports_config_errors_in_one_line(tmp_path, capsys):
     path = _config(tmp_path, GOOD.replace("qld: qld", "qld: {model: qld, muu: 3}"))
     assert cli_main(["run", str(path)]) == 2

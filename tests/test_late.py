@@ -207,7 +207,9 @@ def test_cli_index_late_and_rerank(tiny_docs, tmp_path, small_checkpoint, capsys
     idx = tmp_path / "cli-idx"
     assert main(["index", "--collection", str(tiny_docs), "--index", str(idx), "--late",
                  "--late-model", str(small_checkpoint), "--late-compression", "int8"]) == 0
-    assert Index.open(idx).parts["late"]["compression"] == "int8"
+    part = Index.open(idx).parts["late"]
+    assert part["compression"] == "int8"
+    assert part["model"] == "small.safetensors"  # the file's name: no path of the building machine
     topics = tmp_path / "topics.tsv"
     topics.write_text("q1\tcat on the mat\n")
     run = tmp_path / "in.trec"

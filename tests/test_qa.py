@@ -105,7 +105,7 @@ def test_marginalisation_sums_over_passages_by_normalised_string():
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from retrieval.dense.encoder import resolve_model_dir
+    from retrieval.local_models import resolve_model_dir
 
     return AutoTokenizer.from_pretrained(resolve_model_dir(None), local_files_only=True)
 

@@ -95,3 +95,42 @@ def test_sharded_stages_take_the_declared_defaults(tmp_path):
     queries = Queries({"1": "cats"})
     assert ShardedSparse(index, "bm25")(queries) == build("bm25", index)(queries)
     assert ShardedSparse(index, "qld")(queries) == build("qld", index)(queries)
+
+
+def test_a_new_bag_of_words_model_is_one_registration_away(tiny, tmp_path, monkeypatch, capsys):
+    """README's recipe: a model in SPARSE_MODELS, its parameter in PARAMS, a Ranker with sparse_builders.
+    Then it runs from the CLI on a single and a sharded index alike, and its parameter is range-checked."""
+    from dataclasses import dataclass
+
+    from retrieval import params, rankers
+    from retrieval.shards.build import build_sharded_index
+    from retrieval.sparse import models
+
+    @dataclass(frozen=True)
+    class BM25Plus(models.BM25Model):
+        delta: float = 1.0
+
+        def _chunk(self, index, stats, lengths, lo, hi):
+            return super()._chunk(index, stats, lengths, lo, hi) + self.delta
+
+    monkeypatch.setitem(models.SPARSE_MODELS, "bm25plus", (BM25Plus, ("k1", "b", "delta")))
+    monkeypatch.setitem(params.PARAMS, "delta", params.Param("delta", float, 1.0, "BM25+ floor",
+                                                             lambda v: v >= 0, "a number >= 0"))
+    monkeypatch.setitem(RANKERS, "bm25plus", rankers.Ranker(
+        "bm25plus", "BM25+", ("k1", "b", "delta") + rankers.SPARSE, rankers.sparse_builders("bm25plus")))
+    build_sharded_index(DOCS, tmp_path / "sharded", 2, progress=False)
+    topics = tmp_path / "t.tsv"
+    topics.write_text("1\tcats\n2\tdocuments\n")
+    runs = []
+    for index in (tiny, tmp_path / "sharded"):
+        out = tmp_path / f"{index.name}.run"
+        assert main(["search", "--index", str(index), "--topics", str(topics), "--model", "bm25plus",
+                     "--delta", "0.5", "--rm3", "--fb-docs", "2", "--output", str(out)]) == 0
+        runs.append(out.read_text())
+    assert runs[0] == runs[1] and "d1" in runs[0]
+    bm25 = build("bm25", tiny)(Queries({"1": "cats"}))["1"]
+    plus = build("bm25plus", tiny, delta=0.5)(Queries({"1": "cats"}))["1"]
+    assert [d for d, _ in plus] == [d for d, _ in bm25] and plus[0][1] == pytest.approx(bm25[0][1] + 0.5)
+    assert main(["search", "--index", str(tiny), "--topics", str(topics), "--model", "bm25plus",
+                 "--delta", "-1"]) == 2
+    assert "delta must be a number >= 0" in capsys.readouterr().err

@@ -10,7 +10,7 @@ from pathlib import Path
 from retrieval.commands.common import precision_flag, threads_flag
 from retrieval.errors import InputError
 from retrieval.params import PARAMS
-from retrieval.storage import write_output
+from retrieval.storage import json_bytes, write_output
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -39,7 +39,8 @@ def _add_ask(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", type=Path, help="predictions JSON to write (batch mode)")
     p.add_argument("--details", type=Path, help="also write answers with evidence (batch mode)")
     p.add_argument("--reader", type=Path, default=None,
-                   help="reader checkpoint directory (default: models/reader)")
+                   help="reader checkpoint directory (default: the "
+                   "committed one, models/reader in this checkout)")
     _flag(p, "passages")
     _flag(p, "temperature")
     p.add_argument("--keep-null", action="store_true", help="do not condition each passage's "
@@ -77,9 +78,9 @@ def ask(args: argparse.Namespace) -> None:
         _print_answers(qa.ask(args.question)[:args.top], args.json)
         return
     answers = qa.ask_batch(queries)
-    write_output(args.output, _json_bytes(best_answers(answers)))
+    write_output(args.output, json_bytes(best_answers(answers)))
     if args.details:
-        write_output(args.details, _json_bytes({q: [a.to_json() for a in ranked[:args.top]]
+        write_output(args.details, json_bytes({q: [a.to_json() for a in ranked[:args.top]]
                                                 for q, ranked in answers.items()}))
     print(f"answered {len(answers)} questions -> {args.output}", file=sys.stderr)
 
@@ -93,11 +94,6 @@ def _print_answers(answers: list, as_json: bool) -> None:
         for e in a.evidence:
             print(f"        {e.passage_id} [{e.start}:{e.end}]  p(z|x)={e.p_passage:.4f}"
                   f"  p(y|z,x)={e.p_answer_given_passage:.4f}")
-
-
-def _json_bytes(obj: object) -> bytes:
-    """JSON as the package writes it (sorted keys, indented)."""
-    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
 
 
 def _add_qa_eval(sub: argparse._SubParsersAction) -> None:

@@ -9,16 +9,13 @@ from retrieval.formats.trec import format_run, write_run
 from retrieval.precision import AUTO, TORCH_PRECISIONS
 from retrieval.types import Run
 
-ENCODER_PRECISIONS = ("fp32", "bf16", "int8", "onnx", "onnx-int8")
-
 
 def precision_flag(p: argparse.ArgumentParser, what: str,
                    choices: tuple[str, ...] = TORCH_PRECISIONS) -> None:
     """`--precision`: how the neural models compute on this machine (never stored in an index or model)."""
     p.add_argument("--precision", default=AUTO, choices=(AUTO, *choices),
-                   help=f"{what}: {AUTO} (default) picks the fastest path on this CPU within the "
-                   "model's loss limit (retrieval/precision.py; eval/results/dense.md), or one of "
-                   f"{', '.join(choices)}")
+                   help=f"{what}: {AUTO} (default; chosen for this CPU as retrieval/precision.py "
+                   f"says) or one of {', '.join(choices)}")
 
 
 def topics_flags(p: argparse.ArgumentParser, required: bool = True) -> None:
@@ -26,7 +23,8 @@ def topics_flags(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--topics", required=required,
                    help="collection name (test topics; NAME:train for another split) or a file")
     p.add_argument("--topic-field", default="title",
-                   help="field of TREC <top> topics to use: title, desc, narr or e.g. title+desc")
+                   help="field of TREC <top> topics to use: title (default), desc, narr or e.g. "
+                   "title+desc")
 
 
 def threads_flag(p: argparse.ArgumentParser, what: str = "threads") -> None:

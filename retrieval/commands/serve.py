@@ -29,7 +29,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help=f"bearer token for writes (default ${TOKEN_ENV}; none needed on loopback)")
     p.add_argument("--time-limit", type=float, default=30.0, help="seconds per request (default 30)")
     p.add_argument("--max-body", type=int, default=1 << 20, help="bytes per request body (default 1 MiB)")
-    p.add_argument("--reader", type=Path, default=None, help="QA reader (default: models/reader)")
+    p.add_argument("--reader", type=Path, default=None, help="QA reader (default: the committed one, "
+                   "models/reader in this checkout)")
     precision_flag(p, "how neural stages encode")
     threads_flag(p, "threads per search")
     p.set_defaults(handler=run)

@@ -27,6 +27,28 @@ def add(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------- train late
 
 
+LATE_FLAGS = {"dim": int, "epochs": int, "batch_size": int, "negatives": int, "negative_depth": int,
+              "seed": int, "doc_length": int, "pairs_per_collection": int, "lr": float, "temperature": float,
+              "holdout": float, "anchor": float}
+LATE_HELP = {
+    "dim": "dimensions of the projected token embeddings",
+    "epochs": "training epochs (the best on the held-out queries is kept)",
+    "batch_size": "training pairs per step (the other pairs' documents are in-batch negatives)",
+    "negatives": "BM25 hard negatives per training query in a step",
+    "negative_depth": "BM25 depth the hard negatives are drawn from",
+    "seed": "random seed (pair order, negatives, held-out queries)",
+    "doc_length": "word pieces of a document kept",
+    "pairs_per_collection": "Inverse Cloze Task pairs made from each --pairs-from corpus",
+    "lr": "Adam learning rate",
+    "temperature": "softmax temperature of the contrastive loss",
+    "holdout": "share of the training queries held out to choose the epoch and weight",
+    "anchor": "weight of ||W - W0||^2, keeping the projection near zero-shot",
+    "titles": "add title -> abstract pairs from the corpus",
+    "augment": "pad queries with [MASK] to 32 tokens",
+    "markers": "query/document marker tokens",
+}
+
+
 def _add_late(kinds: argparse._SubParsersAction) -> None:
     from retrieval.late.config import TrainConfig
 
@@ -44,19 +66,12 @@ def _add_late(kinds: argparse._SubParsersAction) -> None:
                    help="scratch cache of encoder outputs (default $RETRIEVAL_CACHE/late)")
     threads_flag(p, "torch threads")
     precision_flag(p, "how the frozen encoder computes token states")
-    for name in ("dim", "epochs", "batch_size", "negatives", "negative_depth", "seed", "doc_length",
-                 "pairs_per_collection"):
-        p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name),
-                       help=f"(default {getattr(d, name)})")
-    for name in ("lr", "temperature", "holdout", "anchor"):
-        note = "weight of ||W - W0||^2, keeping the projection near zero-shot " if name == "anchor" else ""
-        p.add_argument("--" + name, type=float, default=getattr(d, name),
-                       help=f"{note}(default {getattr(d, name)})")
+    for name, kind in LATE_FLAGS.items():
+        p.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(d, name),
+                       help=f"{LATE_HELP[name]} (default {getattr(d, name)})")
     for name in ("titles", "augment", "markers"):
         p.add_argument("--" + name, action=argparse.BooleanOptionalAction, default=getattr(d, name),
-                       help={"titles": "add title -> abstract pairs from the corpus",
-                             "augment": "pad queries with [MASK] to 32 tokens",
-                             "markers": "query/document marker tokens"}[name])
+                       help=f"{LATE_HELP[name]} (default {'on' if getattr(d, name) else 'off'})")
     p.add_argument("--pairs-from", nargs="*", metavar="COLLECTION", default=list(d.pairs_from),
                    help="add unsupervised Inverse Cloze Task pairs (a span of a document -> the rest) "
                    "from these collections' corpora; their queries and qrels are never read (default: "
@@ -149,7 +164,8 @@ def _add_realm(kinds: argparse._SubParsersAction) -> None:
     _add_squad_flags(p, epochs=2, lr=2e-5)
     precision_flag(p, "how the fixed reader reads passages")
     p.add_argument("--index", type=Path, required=True, help="passage index with a dense part")
-    p.add_argument("--reader", type=Path, default=None, help="reader checkpoint (default models/reader)")
+    p.add_argument("--reader", type=Path, default=None, help="reader checkpoint (default: the "
+                   "committed one, models/reader in this checkout)")
     p.add_argument("--realm-k", type=int, default=8, help="passages per question (default 8)")
     p.add_argument("--realm-questions", type=int, default=600,
                    help="training questions, evenly sampled (default 600; 0 = all)")

@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 from retrieval import collections
-from retrieval.commands.common import ENCODER_PRECISIONS, precision_flag
+from retrieval.commands.common import precision_flag
 from retrieval.errors import InputError
+from retrieval.precision import ENCODER_PRECISIONS
 
 NOTE = ("The first update turns a native or sharded index into a live one (segments plus "
         "exact collection statistics; files are hard-linked). Every update is atomic: a search "

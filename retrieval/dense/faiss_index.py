@@ -3,7 +3,8 @@
 Layout of `<index>/dense/`: `faiss.index` (FAISS's own writer), `doc_ids.npy`
 (FAISS row i is doc_ids[i], the index's internal order). The manifest entry
 `parts.dense` records the model (name, SHA-256 of its weights), dimension,
-pooling, precision, index type and its parameters.
+pooling, index type and its parameters (never the precision: that is the
+searching machine's).
 
 Index types: `flat` (exact inner product, the default), `hnsw` (graph;
 `m`, `ef_construction`, search-time `ef_search`) and `ivfpq` (inverted lists

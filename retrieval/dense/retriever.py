@@ -12,6 +12,7 @@ from retrieval import params
 from retrieval.dense.encoder import Encoder
 from retrieval.dense.faiss_index import configure_search, load_dense_part
 from retrieval.errors import InputError
+from retrieval.local_models import DEFAULT_MODEL
 from retrieval.pipeline import Stage
 from retrieval.types import Queries, Run
 
@@ -19,6 +20,26 @@ from retrieval.types import Queries, Run
 def _index_dir(index: Any) -> Path:
     """An index directory from a path or an Index handle (anything with `.path`)."""
     return Path(getattr(index, "path", index))
+
+
+def part_encoder(entry: dict[str, Any], where: Path, model: str | Path | Encoder | None = None, *,
+                 precision: str | None = None, threads: int | None = None, batch_size: int = 64) -> Encoder:
+    """The encoder of a dense part (its manifest `entry`): `model` (an Encoder or a model directory),
+    else the part's own model, with the part's settings; refuses weights other than the part's."""
+    if isinstance(model, Encoder):
+        encoder = model
+    else:
+        if model is None and entry["model"] != DEFAULT_MODEL and not Path(entry["model"]).is_dir():
+            raise InputError(f"the dense part was built with the model {entry['model']!r}, which is not"
+                             " bundled; pass its directory as the encoder (--encoder DIR)", where)
+        encoder = Encoder(model if model is not None else entry["model"], precision=precision,
+                          max_length=entry.get("max_length"), threads=threads, pooling=entry.get("pooling"),
+                          normalize=entry.get("normalize"), batch_size=batch_size)
+    if encoder.checksum != entry["model_sha256"]:
+        raise InputError(f"the dense part was built with another model ({entry['model']}, weights sha256"
+                         f" {entry['model_sha256'][:12]}…) than {encoder.name} (sha256"
+                         f" {encoder.checksum[:12]}…); use the part's model or rebuild the dense part", where)
+    return encoder
 
 
 class QueryEncoder(Protocol):
@@ -47,19 +68,8 @@ class DenseRetriever(Stage):
         params.check(hits=hits, threads=threads, ef_search=ef_search, nprobe=nprobe)
         self.index_dir = _index_dir(index)
         self.faiss, self.doc_ids, self.entry = load_dense_part(self.index_dir)
-        if isinstance(model, Encoder):
-            self.encoder = model
-        else:
-            self.encoder = Encoder(model if model is not None else self.entry["model"],
-                                   precision=precision,
-                                   max_length=self.entry.get("max_length"), threads=threads,
-                                   pooling=self.entry.get("pooling"),
-                                   normalize=self.entry.get("normalize"), batch_size=batch_size)
-        if self.encoder.checksum != self.entry["model_sha256"]:
-            raise InputError(f"index was built with another model ({self.entry['model']}, weights"
-                             f" sha256 {self.entry['model_sha256'][:12]}…) than"
-                             f" {self.encoder.name} (sha256 {self.encoder.checksum[:12]}…);"
-                             " use the index's model or rebuild the dense part", self.index_dir)
+        self.encoder = part_encoder(self.entry, self.index_dir, model, precision=precision, threads=threads,
+                                    batch_size=batch_size)
         self.hits = hits
         self.query_encoder = query_encoder
         self.threads = self.encoder.threads

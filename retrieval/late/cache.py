@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,12 +18,12 @@ import numpy as np
 from retrieval import precision as precisions
 from retrieval import storage
 from retrieval.late.encoder import TokenEncoder
+from retrieval.local_models import cache_root
 
 
 def default_cache_dir() -> Path:
     """$RETRIEVAL_CACHE/late, else ~/.cache/retrieval/late."""
-    root = os.environ.get("RETRIEVAL_CACHE") or Path.home() / ".cache" / "retrieval"
-    return Path(root) / "late"
+    return cache_root() / "late"
 
 
 class Packed:
@@ -38,7 +37,7 @@ class Packed:
         lengths = np.array([len(a) for a in arrays], dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         dim = arrays[0].shape[1] if arrays else 0
-        states = np.concatenate(arrays).astype(dtype) if arrays else np.zeros((0, dim), dtype)
+        states = np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros((0, dim), dtype)
         return cls(states, offsets)
 
     def __len__(self) -> int:

@@ -11,29 +11,19 @@ run side by side, one thread each, as in the dense encoder.
 
 from __future__ import annotations
 
-import os
 import string
 from collections.abc import Sequence
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import numpy as np
+import torch
+from tqdm.auto import tqdm
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
-
-from retrieval import precision as precisions  # noqa: E402
-from retrieval.dense.encoder import (  # noqa: E402
-    default_threads,
-    model_checksum,
-    model_name,
-    padded_batches,
-    resolve_model_dir,
-    run_side_by_side,
-)
-from retrieval.errors import InputError  # noqa: E402
-from retrieval.int8_outliers import stored_channels  # noqa: E402
+from retrieval import precision as precisions
+from retrieval.cpu_batches import default_threads, padded_batches, run_side_by_side
+from retrieval.errors import InputError
+from retrieval.int8_outliers import stored_channels
+from retrieval.local_models import model_checksum, model_name, resolve_model_dir
 
 Q_MARKER, D_MARKER = "[unused0]", "[unused1]"
 # Whether int8 token embeddings are shown to keep nDCG@10 within 0.003 of fp32's, either way, on validation

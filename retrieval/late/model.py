@@ -64,11 +64,12 @@ class LateModel:
                 raise InputError(f"the default late-interaction checkpoint is missing; pass a checkpoint"
                                  f" or {ZERO_SHOT!r}", DEFAULT_CHECKPOINT)
             model = DEFAULT_CHECKPOINT
-        if model is None or str(model) == ZERO_SHOT:
+        if str(model) == ZERO_SHOT:
             self.name, self.checkpoint_sha256 = ZERO_SHOT, None
         else:
             self.projection, settings = load_checkpoint(model)
-            self.name, self.checkpoint_sha256 = str(model), sha256_file(Path(model))
+            # stored files name the checkpoint by its file name, never a path of this machine
+            self.name, self.checkpoint_sha256 = Path(model).name, sha256_file(Path(model))
         settings = {k: v for k, v in settings.items() if k in ENCODER_KEYS}
         settings.update(overrides)
         self.encoder = TokenEncoder(encoder_model, threads=threads, precision=precision, progress=progress,

@@ -89,9 +89,8 @@ def rerank_cached(w: np.ndarray | None, qstates: Packed, qindex: dict[str, int],
         hits = hits[:depth]
         q = qstates[qindex[qid]].astype(np.float32)
         q = normalise(q @ w.T if w is not None else q)
-        arrays = [docs[dindex[d]] for d, _ in hits]
-        offsets = np.concatenate([[0], np.cumsum([len(x) for x in arrays])])
-        out[qid] = list(zip([d for d, _ in hits], maxsim(q, np.concatenate(arrays), offsets).tolist()))
+        packed = Packed.pack([docs[dindex[d]] for d, _ in hits], np.float32)
+        out[qid] = list(zip([d for d, _ in hits], maxsim(q, packed.states, packed.offsets).tolist()))
     return Run(out)
 
 

@@ -9,24 +9,21 @@ One softmax over the no-answer option and every span of at most
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from retrieval import precision as precisions  # noqa: E402
-from retrieval.dense.encoder import default_threads, run_side_by_side, weights_file  # noqa: E402
-from retrieval.errors import InputError  # noqa: E402
-from retrieval.int8_outliers import stored_channels  # noqa: E402
-from retrieval.qa.features import MAX_LENGTH, STRIDE, Window, make_windows  # noqa: E402
-from retrieval.qa.metrics import normalize_answer  # noqa: E402
-from retrieval.storage import sha256_file  # noqa: E402
+from retrieval import precision as precisions
+from retrieval.cpu_batches import default_threads, run_side_by_side
+from retrieval.errors import InputError
+from retrieval.int8_outliers import stored_channels
+from retrieval.local_models import weights_file
+from retrieval.qa.features import MAX_LENGTH, STRIDE, Window, make_windows
+from retrieval.qa.metrics import normalize_answer
+from retrieval.storage import sha256_file
 
 MAX_ANSWER_TOKENS = 30
 TOP_SPANS = 20

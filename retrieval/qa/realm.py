@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from retrieval.dense.encoder import resolve_model_dir
+from retrieval.local_models import resolve_model_dir
 from retrieval.qa.metrics import normalize_answer
 from retrieval.qa.reader import SpanReader
 from retrieval.qa.squad import Example

@@ -29,8 +29,8 @@ from pathlib import Path
 import torch
 
 from retrieval import precision as precisions
-from retrieval.dense.encoder import model_name, resolve_model_dir
 from retrieval.errors import InputError
+from retrieval.local_models import model_name, resolve_model_dir
 from retrieval.qa.features import MAX_LENGTH, STRIDE, Window, make_windows
 from retrieval.qa.squad import Example, exclude_paragraphs, read_squad
 from retrieval.storage import atomic_directory, is_model_dir

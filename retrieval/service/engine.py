@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.analysis import token_spans
-from retrieval.config import StageSpec, stage_specs
+from retrieval.config import StageSpec, build_pipeline, stage_specs
 from retrieval.errors import InputError
+from retrieval.formats.textfile import check_id
 from retrieval.index_kinds import open_index
 from retrieval.params import default
 from retrieval.rankers import RANKERS
@@ -59,8 +60,6 @@ class Engine:
 
     def _built(self, specs: list[Any]) -> Any:
         """The Pipeline of stage specs, built once per spec for the opened index."""
-        from retrieval.experiment import build_pipeline
-
         key = repr([(s.model, sorted(s.params.items()), s.cutoff) for s in specs])
         if key not in self.pipelines:
             self.pipelines[key] = build_pipeline(specs, self.index, self.precision)
@@ -224,8 +223,7 @@ def parse_documents(rows: Any) -> list[Document]:
         if not (isinstance(row, dict) and isinstance(row.get("id"), str) and row["id"].strip()
                 and isinstance(row.get("text"), str) and isinstance(row.get("title", ""), str)):
             raise InputError(f"documents[{i}] must be {{id: non-empty string, title: string, text: string}}")
-        if any(c.isspace() for c in row["id"]):
-            raise InputError(f"documents[{i}].id must not contain whitespace (run files could not hold it)")
+        check_id(row["id"], f"documents[{i}].id")  # the rule of collection files: run files must hold it
         for key in ("id", "title", "text"):
             check_unicode(row.get(key, ""), f"documents[{i}].{key}")
         docs.append(Document(row["id"], row.get("title", ""), row["text"]))

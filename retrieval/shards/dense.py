@@ -71,22 +71,3 @@ def reuse_vectors(index_dir: Path, doc_ids: list[str]) -> tuple[np.ndarray, dict
     model = {k: entry[k] for k in ("model", "model_sha256", "dim", "pooling", "normalize",
                                    "max_length") if k in entry}
     return vectors[[row[d] for d in doc_ids]], model
-
-
-def query_encoder(entry: dict[str, Any], path: Path, model: Any = None, precision: str | None = None,
-                  threads: int | None = None, batch_size: int = 64) -> Any:
-    """The encoder for queries, as DenseRetriever builds it; refuses a model other than the index's."""
-    from retrieval.dense.encoder import Encoder
-
-    if isinstance(model, Encoder):
-        encoder = model
-    else:
-        encoder = Encoder(model if model is not None else entry["model"],
-                          precision=precision,
-                          max_length=entry.get("max_length"), threads=threads,
-                          pooling=entry.get("pooling"), normalize=entry.get("normalize"),
-                          batch_size=batch_size)
-    if encoder.checksum != entry["model_sha256"]:
-        raise InputError(f"index was built with another model ({entry['model']}) than {encoder.name};"
-                         " use the index's model or rebuild the dense parts", path)
-    return encoder

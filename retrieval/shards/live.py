@@ -320,9 +320,10 @@ def dense_source(parts: dict[str, Any], path: str | Path, precision: str | None)
     if entry.get("index_type") not in ("flat", "hnsw"):
         raise InputError(f"live updates need a flat or hnsw dense part, not {entry.get('index_type')}"
                          " (it must be trained); rebuild the index", path)
-    from retrieval.shards.dense import DenseSource, query_encoder
+    from retrieval.dense.retriever import part_encoder
+    from retrieval.shards.dense import DenseSource
 
-    encoder = query_encoder(entry, Path(path), precision=precision)
+    encoder = part_encoder(entry, Path(path), precision=precision)
     params = {k: v for k, v in (entry.get("params") or {}).items() if k != "ef_search"} or None
     return DenseSource(encoder, entry["index_type"], params)
 

@@ -15,7 +15,6 @@ from typing import NamedTuple
 import numpy as np
 
 from retrieval.shards.shard import Hits
-from retrieval.sparse.searcher import dropped_bits_matter, packed_keys
 
 
 class Merged(NamedTuple):
@@ -62,3 +61,25 @@ def order_by_score(scores: np.ndarray, ranks: np.ndarray) -> np.ndarray:
 def merge(results: dict[int, list[Hits]], queries: int, k: int, shard_count: int) -> list[Merged]:
     """Merge each query's lists from every shard that answered ({shard: one Hits per query})."""
     return [merge_one({n: hits[q] for n, hits in results.items()}, k, shard_count) for q in range(queries)]
+
+
+def packed_keys(scores: np.ndarray, ties: np.ndarray, shift: int) -> np.ndarray:
+    """int64 keys that sort non-negative `scores` descending, then `ties` (< 2**shift) ascending.
+
+    A key is the score's bit pattern (which sorts like the value for non-negative
+    floats) without its low `shift` bits, inverted, followed by the tie-breaker;
+    built in place, since big fresh arrays are slow. See dropped_bits_matter.
+    """
+    keys = scores.view(np.int64) >> shift
+    np.subtract(np.int64((1 << (63 - shift)) - 1), keys, out=keys)
+    np.left_shift(keys, shift, out=keys)
+    np.bitwise_or(keys, ties, out=keys)
+    return keys
+
+
+def dropped_bits_matter(sorted_keys: np.ndarray, sorted_scores: np.ndarray, shift: int) -> np.ndarray:
+    """Along the last axis: whether neighbours in key order share their kept bits but not their score
+    (then the order packed_keys gave may be wrong, and the caller redoes it exactly)."""
+    high = sorted_keys >> shift
+    return np.any((high[..., 1:] == high[..., :-1]) & (sorted_scores[..., 1:] != sorted_scores[..., :-1]),
+                  axis=-1)

@@ -21,8 +21,8 @@ from retrieval.pipeline import Stage
 from retrieval.shards.layout import ShardedIndex
 from retrieval.shards.local import ShardBackend
 from retrieval.shards.merge import Merged, merge
-from retrieval.shards.shard import FeedbackVector
-from retrieval.sparse.models import MODEL_PARAMS, BM25Model, DirichletModel, JelinekMercerModel
+from retrieval.sparse.feedback import FeedbackVector, relevance_model
+from retrieval.sparse.models import sparse_model
 from retrieval.sparse.rankers import RM3
 from retrieval.types import Columns, Queries, Ranking, Run
 
@@ -38,15 +38,6 @@ class ShardedRun(Run):
     def complete(self) -> bool:
         """Whether every shard contributed."""
         return not self.missing_shards
-
-
-def sparse_model(model: str, **params: float) -> Any:
-    """The scoring model for a sparse ranker name (bm25, qld, qljm) with its parameters."""
-    models = {"bm25": BM25Model, "qld": DirichletModel, "qljm": JelinekMercerModel}
-    if model not in models:
-        raise InputError(f"unknown sparse model {model!r}; expected bm25, qld or qljm")
-    check_params(**params)
-    return models[model](**({name: default(name) for name in MODEL_PARAMS[model]} | params))
 
 
 class ShardedStage(Stage):
@@ -151,19 +142,10 @@ class ShardedRM3(RM3):
         return {d: v for s, vectors in results.items() for d, v in zip(args[s][0], vectors)}
 
     def relevance_model(self, feedback: Ranking) -> dict[str, float]:
-        """RM3's pruned, L1-normalised relevance model, from the fetched feedback terms."""
-        weights: dict[str, float] = {}
-        for doc_id, score in feedback[: self.fb_docs]:
-            if doc_id not in self._vectors:  # its shard became unavailable (allow_partial)
-                continue
-            terms, tfs, norm = self._vectors[doc_id]
-            if norm <= 0.001:
-                continue
-            for term, tf in zip(terms, tfs.tolist()):
-                weights[term] = weights.get(term, 0.0) + tf / norm * score
-        best = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[: self.fb_terms]
-        total = sum(w for _, w in best)
-        return {t: w / total for t, w in best} if total > 0 else {}
+        """RM3's pruned, L1-normalised relevance model, from the fetched feedback terms (a document
+        whose shard became unavailable under allow_partial has none and is skipped)."""
+        return relevance_model(((self._vectors[d], score) for d, score in feedback[: self.fb_docs]
+                                if d in self._vectors), self.fb_terms)
 
     def __call__(self, queries: Queries, run: Run | None = None) -> ShardedRun:
         if run is not None:
@@ -183,13 +165,14 @@ class ShardedDense(ShardedStage):
 
     def __init__(self, index: ShardedIndex, hits: int = default("hits"), backend: ShardBackend | None = None,
                  model: Any = None, precision: str | None = None, threads: int | None = None):
-        from retrieval.shards.dense import query_encoder
+        from retrieval.dense.retriever import part_encoder
 
         super().__init__(index, hits, backend, threads or 1)
         if not index.has("dense"):
             raise InputError("sharded index has no dense parts; build it with"
                              " `retrieval index --shards N --dense`", index.path)
-        self.encoder = query_encoder(index.parts["dense"], index.path, model, precision, threads)
+        self.encoder = part_encoder(index.parts["dense"], index.path, model, precision=precision,
+                                    threads=threads)
 
     def __call__(self, queries: Queries, run: Run | None = None) -> ShardedRun:
         """Retrieve for every query (a first stage: `run` is ignored)."""

@@ -23,13 +23,12 @@ from retrieval import storage
 from retrieval.errors import InputError
 from retrieval.index import Index
 from retrieval.shards.stats import load_generation_statistics, load_shard_statistics
+from retrieval.sparse.feedback import FeedbackVector, eligible_terms, feedback_vector
 from retrieval.sparse.models import CollectionStats, impacts_for
 from retrieval.sparse.searcher import ImpactSearcher, WeightedQuery
 
 # (doc ids as a str array, float64 scores[, local docnos]), in rank order
 Hits = tuple[np.ndarray, ...]
-FeedbackVector = tuple[list[str], np.ndarray, float]  # (terms, tfs as float64, their sum)
-FEEDBACK_TERM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
 class ShardSearcher:
@@ -106,26 +105,14 @@ class ShardSearcher:
     @cached_property
     def eligible(self) -> np.ndarray:
         """Terms that may serve as RM3 feedback terms, judged by collection-wide df (as RM3)."""
-        inverted = self.index.inverted
-        ratio = self.stats.df.astype(np.float32) / np.float32(self.stats.num_docs)
-        shape = np.array([2 <= len(t) <= 20 and set(t) <= FEEDBACK_TERM_CHARS
-                          for t in inverted.terms], dtype=bool)
-        return shape & (ratio <= np.float32(0.1))
+        return eligible_terms(self.index.inverted.terms, self.stats.df, self.stats.num_docs)
 
     def feedback(self, doc_ids: list[str], fb_terms: int) -> list[FeedbackVector]:
         """Per document, its `fb_terms` most frequent eligible terms (ties by term) and their tfs."""
         inverted, docno = self.index.inverted, self.index.docno
         indptr, terms, tfs = inverted.forward
-        names = inverted.terms
-        out = []
-        for doc_id in doc_ids:
-            d = docno[doc_id]
-            t, f = terms[indptr[d]:indptr[d + 1]], tfs[indptr[d]:indptr[d + 1]]
-            keep = self.eligible[t]
-            t, f = t[keep], f[keep].astype(np.float64)
-            top = np.lexsort((t, -f))[:fb_terms]
-            out.append(([names[i] for i in t[top].tolist()], f[top], float(f[top].sum())))
-        return out
+        return [feedback_vector(terms[indptr[d]:indptr[d + 1]], tfs[indptr[d]:indptr[d + 1]], self.eligible,
+                                inverted.terms, fb_terms) for d in (docno[i] for i in doc_ids)]
 
     @cached_property
     def dense(self) -> tuple[Any, np.ndarray]:

@@ -20,7 +20,7 @@ import numpy as np
 from retrieval import storage
 from retrieval.errors import InputError
 from retrieval.index import Index
-from retrieval.sparse.inverted import InvertedIndex
+from retrieval.sparse.inverted import InvertedIndex, write_terms
 from retrieval.sparse.models import CollectionStats
 
 PART = "global"
@@ -55,11 +55,7 @@ def collection_scalars(shards: list[InvertedIndex]) -> dict[str, int]:
 def write_vocabulary(out: Path, terms: list[str], df: np.ndarray, cf: np.ndarray) -> None:
     """Write the global vocabulary (UTF-8 blob + offsets, as the inverted index) with df and cf."""
     out.mkdir(parents=True, exist_ok=True)
-    encoded = [t.encode() for t in terms]
-    offsets = np.zeros(len(terms) + 1, dtype=np.int64)
-    np.cumsum([len(b) for b in encoded], out=offsets[1:])
-    storage.save_array(out / "terms_utf8.npy", np.frombuffer(b"".join(encoded), dtype=np.uint8))
-    storage.save_array(out / "terms_offsets.npy", offsets)
+    write_terms(out, terms)
     storage.save_array(out / "df.npy", df)
     storage.save_array(out / "cf.npy", cf)
 

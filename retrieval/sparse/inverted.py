@@ -141,17 +141,22 @@ class InvertedIndexBuilder:
         del docnos, tfs
         for path in self.runs:
             path.unlink()
-        encoded = [t.encode() for t in terms]
-        offsets = np.zeros(len(terms) + 1, dtype=np.int64)
-        np.cumsum([len(b) for b in encoded], out=offsets[1:])
-        save_array(out / "terms_utf8.npy", np.frombuffer(b"".join(encoded), dtype=np.uint8))
-        save_array(out / "terms_offsets.npy", offsets)
+        write_terms(out, terms)
         save_array(out / "indptr.npy", indptr)
         lengths = np.empty(n_docs, dtype=np.int32)
         lengths[docno_of] = np.frombuffer(self.lengths, dtype=np.int32)
         save_array(out / "doc_lengths.npy", lengths)
         return {"documents": n_docs, "unique_terms": len(terms),
                 "total_terms": int(lengths.sum(dtype=np.int64)), "postings": total}
+
+
+def write_terms(out: Path, terms: list[str]) -> None:
+    """Write a sorted vocabulary as one UTF-8 blob and the offset of each term in it."""
+    encoded = [t.encode() for t in terms]
+    offsets = np.zeros(len(terms) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    save_array(out / "terms_utf8.npy", np.frombuffer(b"".join(encoded), dtype=np.uint8))
+    save_array(out / "terms_offsets.npy", offsets)
 
 
 class InvertedIndex:

@@ -25,8 +25,7 @@ construction, not by tolerance. For MaxScore:
 
 Both require weights >= 0 and impacts >= 0 (the searcher scores one query at
 a time with numpy otherwise). Compiled on first use and cached on disk (numba's
-`cache=True`, next to this module or in NUMBA_CACHE_DIR); `warm_up()` does it
-ahead of time, e.g. when a searcher is built.
+`cache=True`, next to this module or in NUMBA_CACHE_DIR).
 """
 
 from __future__ import annotations
@@ -218,17 +217,6 @@ def readonly(array: np.ndarray) -> np.ndarray:
     view = array.view()
     view.flags.writeable = False
     return view
-
-
-def warm_up() -> None:
-    """Compile (or load from numba's on-disk cache) the kernel for the index's array types."""
-    indptr = readonly(np.array([0, 1], np.int64))
-    docnos = readonly(np.array([0], np.int32))
-    impacts = (readonly(np.zeros(1, np.uint16)), readonly(np.ones(1)), readonly(np.array([0, 1], np.int64)))
-    query = (np.array([0, 1], np.int64), np.array([0], np.int64), np.ones(1), 1)
-    out = (np.empty((1, 1), np.int64), np.empty((1, 1)), np.empty(1, np.int64))
-    maxscore_batch(indptr, docnos, *impacts, readonly(np.ones(1)), *query, 1, *out)
-    exhaustive_batch(indptr, docnos, *impacts, *query, WINDOW, *out)
 
 
 @njit(nogil=True, cache=True, inline="always")

@@ -122,9 +122,6 @@ def _span(index: InvertedIndex, lo: int, hi: int) -> slice:
     return slice(int(index.indptr[lo]), int(index.indptr[hi]))
 
 
-MODEL_PARAMS = {"bm25": ("k1", "b"), "qld": ("mu",), "qljm": ("lam",)}  # each model's own parameters
-
-
 @dataclass(frozen=True)
 class BM25Model(ImpactModel):
     """Lucene's BM25Similarity: idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))."""
@@ -171,6 +168,26 @@ class JelinekMercerModel(ImpactModel):
         pc = np.repeat(_collection_probability(stats)[lo:hi], index.df[lo:hi])
         tf = np.asarray(index.tfs[span], dtype=np.float64)
         return log1p((1.0 - self.lam) * tf / lengths[index.docnos[span]] / (self.lam * pc))
+
+
+# Every bag-of-words model by ranker name, with its own parameters (declared in params.PARAMS). A new
+# formula registers here; rankers.sparse_builders then builds its native and sharded stages.
+SPARSE_MODELS: dict[str, tuple[type[ImpactModel], tuple[str, ...]]] = {
+    "bm25": (BM25Model, ("k1", "b")),
+    "qld": (DirichletModel, ("mu",)),
+    "qljm": (JelinekMercerModel, ("lam",)),
+}
+
+
+def sparse_model(name: str, **values: float) -> ImpactModel:
+    """The model registered as `name`, its parameters checked and the missing ones defaulted."""
+    from retrieval import params
+
+    if name not in SPARSE_MODELS:
+        raise InputError(f"unknown sparse model {name!r}; expected one of {', '.join(SPARSE_MODELS)}")
+    model, names = SPARSE_MODELS[name]
+    params.check(**values)
+    return model(**({n: params.default(n) for n in names} | values))
 
 
 def write_impacts(path: Path, model: ImpactModel) -> None:

@@ -23,6 +23,7 @@ from retrieval.errors import InputError
 from retrieval.index import Index, native_index
 from retrieval.params import default
 from retrieval.pipeline import Stage
+from retrieval.sparse.feedback import FeedbackVector, eligible_terms, feedback_vector, relevance_model
 from retrieval.sparse.models import BM25Model, DirichletModel, JelinekMercerModel, impacts_for
 from retrieval.sparse.searcher import ImpactSearcher, WeightedQuery
 from retrieval.types import Columns, Queries, Ranking, Run
@@ -54,8 +55,9 @@ class SparseRanker(Stage):
     name = "sparse"
 
     def __init__(self, index: Index | str | Path, model, hits: int = default("hits"),
-                 threads: int = default("threads")):
+                 threads: int = default("threads"), name: str | None = None):
         params.check(hits=hits, threads=threads)
+        self.name = name or self.name
         self.index = native_index(index)
         self.model = model
         self.hits = hits
@@ -141,9 +143,6 @@ class QueryLikelihood(SparseRanker):
         super().__init__(index, model, hits, threads)
 
 
-FEEDBACK_TERM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
-
-
 class RM3(Stage):
     """RM3 pseudo-relevance feedback around a sparse ranker, as Anserini's Rm3Reranker.
 
@@ -170,31 +169,18 @@ class RM3(Stage):
     def eligible(self) -> np.ndarray:
         """Terms that may serve as feedback terms."""
         inverted = self.ranker.index.inverted
-        ratio = inverted.df.astype(np.float32) / np.float32(inverted.num_docs)
-        shape = np.array([2 <= len(t) <= 20 and set(t) <= FEEDBACK_TERM_CHARS
-                          for t in inverted.terms], dtype=bool)
-        return shape & (ratio <= np.float32(0.1))
+        return eligible_terms(inverted.terms, inverted.df, inverted.num_docs)
 
     def relevance_model(self, feedback: Ranking) -> dict[str, float]:
         """The pruned, L1-normalised relevance model from feedback documents."""
         inverted, docno = self.ranker.index.inverted, self.ranker.index.docno
         indptr, terms, tfs = inverted.forward
-        weights: dict[int, float] = {}
-        for doc_id, score in feedback[: self.fb_docs]:
+
+        def vector(doc_id: str) -> FeedbackVector:
             d = docno[doc_id]
-            t, f = terms[indptr[d]:indptr[d + 1]], tfs[indptr[d]:indptr[d + 1]]
-            keep = self.eligible[t]
-            t, f = t[keep], f[keep].astype(np.float64)
-            top = np.lexsort((t, -f))[: self.fb_terms]  # most frequent; ties by term order
-            norm = f[top].sum()
-            if norm <= 0.001:
-                continue
-            for term, tf in zip(t[top].tolist(), f[top].tolist()):
-                weights[term] = weights.get(term, 0.0) + tf / norm * score
-        best = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[: self.fb_terms]
-        total = sum(w for _, w in best)
-        names = inverted.terms
-        return {names[t]: w / total for t, w in best} if total > 0 else {}
+            return feedback_vector(terms[indptr[d]:indptr[d + 1]], tfs[indptr[d]:indptr[d + 1]],
+                                   self.eligible, inverted.terms, self.fb_terms)
+        return relevance_model(((vector(d), score) for d, score in feedback[: self.fb_docs]), self.fb_terms)
 
     def expand(self, text: str, feedback: Ranking) -> dict[str, float]:
         """The interpolated feedback query: term -> weight."""

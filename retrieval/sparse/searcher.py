@@ -166,25 +166,3 @@ class ImpactSearcher:
             hit = matched[pos] == docs
             out[hit] = scores[pos[hit]]
         return out
-
-
-def packed_keys(scores: np.ndarray, ties: np.ndarray, shift: int) -> np.ndarray:
-    """int64 keys that sort non-negative `scores` descending, then `ties` (< 2**shift) ascending.
-
-    A key is the score's bit pattern (which sorts like the value for non-negative
-    floats) without its low `shift` bits, inverted, followed by the tie-breaker;
-    built in place, since big fresh arrays are slow. See dropped_bits_matter.
-    """
-    keys = scores.view(np.int64) >> shift
-    np.subtract(np.int64((1 << (63 - shift)) - 1), keys, out=keys)
-    np.left_shift(keys, shift, out=keys)
-    np.bitwise_or(keys, ties, out=keys)
-    return keys
-
-
-def dropped_bits_matter(sorted_keys: np.ndarray, sorted_scores: np.ndarray, shift: int) -> np.ndarray:
-    """Along the last axis: whether neighbours in key order share their kept bits but not their score
-    (then the order packed_keys gave may be wrong, and the caller redoes it exactly)."""
-    high = sorted_keys >> shift
-    return np.any((high[..., 1:] == high[..., :-1]) & (sorted_scores[..., 1:] != sorted_scores[..., :-1]),
-                  axis=-1)
