@@ -8,6 +8,7 @@ Prints one Markdown table and writes it to eval/results/parity_sparse.md.
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 from pathlib import Path
 
@@ -53,6 +54,7 @@ def rows_for(name: str, workdir: Path) -> list[str]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # no options; --help
     with tempfile.TemporaryDirectory() as tmp:
         rows = [r for name in MEASURES for r in rows_for(name, Path(tmp))]
     out = ("# Native sparse rankers on the bundled collections\n\n"
