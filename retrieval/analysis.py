@@ -10,8 +10,10 @@ is analysed once and cached.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import re
+import signal
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -107,8 +109,30 @@ T = TypeVar("T")
 _worker_analyzer: Analyzer | None = None
 
 
+def ignore_interrupts() -> None:
+    """In a worker process: leave Ctrl-C to the parent, which stops the pool and cleans up (a worker
+    interrupted while holding the pool's queue lock would hang the parent's shutdown)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def workers_ignore_interrupts() -> Iterator[None]:
+    """Start worker processes (and the fork server, which would print a traceback if Ctrl-C came while
+    it imports its modules) with Ctrl-C ignored: they inherit that; the parent's own handling resumes
+    right after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _init_worker(settings: dict[str, Any]) -> None:
     global _worker_analyzer
+    ignore_interrupts()
     _worker_analyzer = Analyzer.from_settings(settings)
 
 
@@ -136,7 +160,9 @@ def analyse_all(items: Iterable[T], text_of, analyzer: Analyzer, workers: int = 
             yield item, analyzer(text_of(item))
         return
     ctx = worker_context()
-    with ctx.Pool(workers, _init_worker, (analyzer.settings,)) as pool:
+    with workers_ignore_interrupts():
+        pool = ctx.Pool(workers, _init_worker, (analyzer.settings,))
+    with pool:
         pending: deque = deque()
         iterator = iter(items)
         while chunk := list(islice(iterator, batch)):

@@ -29,9 +29,16 @@ EXAMPLES = """examples:
 """
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the command (not the whole usage text)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    p = argparse.ArgumentParser(prog="retrieval", epilog=EXAMPLES,
+    p = OneLineParser(prog="retrieval", epilog=EXAMPLES,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 description="Index collections, search topics, evaluate runs.")
     p.add_argument("--data-dir", type=Path, help="where named collections live (default: "
@@ -44,6 +51,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, run, turn bad input into one line and exit status 2."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    for arg in argv:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:  # bytes the locale could not decode, kept as surrogates by Python
+            print(f"retrieval: error: argument {arg!r} is not valid UTF-8", file=sys.stderr)
+            return 2
     args = parser().parse_args(argv)
     # Loading a model from local files takes a moment; transformers' "Loading weights" bar for it
     # is noise among our own progress lines (HF_HUB_DISABLE_PROGRESS_BARS=0 brings it back).
@@ -60,6 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
+    except OSError as e:  # the system refused: disk full, permissions, a path that is not a directory
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"retrieval: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
     return 0
 
 

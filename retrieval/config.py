@@ -41,6 +41,7 @@ from retrieval import collections
 from retrieval.errors import InputError
 from retrieval.evaluation import parse_measures
 from retrieval.formats.textfile import decode
+from retrieval.formats.trec import check_topic_field
 from retrieval.index_kinds import AnyIndex
 from retrieval.params import PARAMS
 from retrieval.pipeline import Cut, Pipeline
@@ -376,10 +377,32 @@ def _parts(index: Located) -> dict[str, dict[str, Any]]:
             parts[name] = {}
         elif isinstance(value, Located):
             _check_keys(value, keys, f"index.{name}")
+            _check_part(name, value)
             parts[name] = dict(value)
         elif value not in (False, None):
             raise index.fail(f"{name!r} must be true, false or a mapping ({', '.join(sorted(keys))})", name)
     return parts
+
+
+def _check_part(name: str, part: Located) -> None:
+    """A dense or late part's settings, checked before any index is built (file:line on error)."""
+    from retrieval.dense.faiss_index import index_params
+    from retrieval.precision import AUTO, ENCODER_PRECISIONS
+
+    try:
+        if name == "dense":
+            params = _get(part, "params", Located, Located(), "a mapping of FAISS settings")
+            index_params(_get(part, "type", str, "flat"), dict(params))
+            precision = _get(part, "precision", str, AUTO)
+            if precision not in (AUTO, *ENCODER_PRECISIONS):
+                raise InputError(f"precision must be one of {AUTO}, {', '.join(ENCODER_PRECISIONS)}, got"
+                                 f" {precision!r}")
+        elif _get(part, "compression", str, "fp16") not in ("fp16", "int8"):
+            raise InputError(f"compression must be fp16 or int8, got {part['compression']!r}")
+    except InputError as e:
+        if e.path is not None:
+            raise
+        raise part.fail(f"index.{name}: {e.message}") from None
 
 
 def _shards(index: Located) -> tuple[int | None, str | None]:
@@ -456,10 +479,20 @@ def load_config(path: str | Path) -> Config:
     if stemmer not in ("porter", None):
         raise index.fail(f"stemmer must be porter or null, got {stemmer!r}", "stemmer")
     threads = _get(m, "threads", int, 1)
+    if threads < 1:
+        raise m.fail(f"threads must be a whole number >= 1, got {threads}", "threads")
+    alpha = float(_get(m, "alpha", (int, float), 0.05))
+    if not 0 < alpha < 1:
+        raise m.fail(f"alpha (the significance level) must be in (0, 1), got {alpha}", "alpha")
+    topic_field = _get(m, "topic_field", str, "title")
+    try:
+        check_topic_field(topic_field)
+    except InputError as e:
+        raise m.fail(e.message, "topic_field") from None
     default_measures = list(named.measures) if named else ["MAP", "P@30", "nDCG@10"]
     cfg = Config(
         path=Path(path), name=name, collection=collection,
-        topics=_get(m, "topics", str, collection), topic_field=_get(m, "topic_field", str, "title"),
+        topics=_get(m, "topics", str, collection), topic_field=topic_field,
         qrels=_get(m, "qrels", str, collection),
         remove_query_ids=_get(m, "remove_query_ids", bool,
                               bool(named and named.remove_query_ids)),
@@ -467,7 +500,7 @@ def load_config(path: str | Path) -> Config:
         stopwords=_get(index, "stopwords", bool, True), stemmer=stemmer, threads=threads,
         measures=_measures(m, "measures", m.get("measures", default_measures)),
         only_answered=_get(m, "only_answered", bool, False),
-        baseline=_get(m, "baseline", str, ""), alpha=float(_get(m, "alpha", (int, float), 0.05)),
+        baseline=_get(m, "baseline", str, ""), alpha=alpha,
         pipelines=_pipelines(m, threads) if "pipelines" in m or "qa" not in m else {},
         parts=_parts(index), qa=_qa(m))
     cfg.shards, cfg.ray = _shards(index)

@@ -1,3 +1,4 @@
+import contextlib
 import importlib.util
 import json
 import os
@@ -101,3 +102,42 @@ def test_dense_and_hybrid_through_the_cli(tiny_docs, tmp_path):
         assert out.read_text().split()[2] == "d2"  # "Dogs chase cats": found by meaning alone
     code, _, err = run_cli("index", "--index", tmp_path / "none", "--dense")
     assert code == 2 and "no index here" in err
+    before = (idx / "manifest.json").read_bytes()
+    for bad in (["--encoder", str(tmp_path / "nope")], ["--dense-index", "hnsw", "--dense-param", "m=0"],
+                ["--late", "--late-model", str(tmp_path / "nope.safetensors")]):  # a rebuild that must fail
+        assert main(["index", "--collection", str(tiny_docs), "--index", str(idx), "--dense", *bad]) == 2
+        assert (idx / "manifest.json").read_bytes() == before  # before anything was replaced
+
+
+def test_hostile_input_gets_one_line_and_exit_2(tiny_docs, tmp_path, capsys):
+    """Input the audit found slipping through: each is refused in one line naming what is wrong."""
+    idx = tmp_path / "idx"
+    assert main(["index", "--collection", str(tiny_docs), "--index", str(idx)]) == 0
+    capsys.readouterr()
+    topics, empty, qrels = tmp_path / "t.tsv", tmp_path / "empty.run", tmp_path / "qrels"
+    topics.write_text("1\tcats\n")
+    empty.write_text("")
+    qrels.write_text("1 0 d1 1\n1 0 d1 1\n1 0 d1 0\n")  # a repeat is fine, a second grade is not
+    (tmp_path / "surrogate.jsonl").write_text('{"_id": "x", "text": "a \\ud800 b"}\n')
+    (tmp_path / "dup.json").write_text(json.dumps({"data": [{"title": "t", "paragraphs": [{
+        "context": "abc", "qas": [{"id": "1", "question": "a?", "answers": []},
+                                  {"id": "1", "question": "b?", "answers": []}]}]}]}))
+    cases = [
+        (["index", "--collection", str(tmp_path / "surrogate.jsonl"), "--index", str(tmp_path / "s")],
+         "surrogate.jsonl:1: field 'text' holds a lone surrogate"),
+        (["rerank", "--index", str(idx), "--topics", str(topics), "--run", str(empty)], "the run is empty"),
+        (["eval", "--qrels", str(qrels), str(empty)], "qrels:3: query '1' judges document 'd1' twice"),
+        (["qa-eval", "--data", str(tmp_path / "dup.json"), "--predictions", str(empty)],
+         "unique question ids ('1' appears twice)"),
+        (["index", "--collection", str(tiny_docs), "--index", str(idx), "--threads", "0"],
+         "argument --threads: must be >= 1, got 0"),
+        (["search", "--index", str(idx), "--topics", "q\udce9"], "is not valid UTF-8"),
+        (["search", "--index", str(idx), "--topics", str(topics), "--output", "/dev/full"],
+         "No space left on device"),
+    ]
+    for argv, message in cases:
+        with pytest.raises(SystemExit) if "argument --" in message else contextlib.nullcontext() as exit_:
+            code = main(argv)
+        code = exit_.value.code if exit_ is not None else code
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and message in err and err.count("\n") == 0, (argv, err)

@@ -146,6 +146,12 @@ pipelines:
     (GOOD + "pipelines: [\n", 8, "invalid YAML"),
     (GOOD + "sweeps:\n  s:\n    pipeline: bm25\n    grid: {mu: [1, 2]}\n", 10,
      "unknown parameter 'mu'"),
+    (GOOD + "alpha: 7\n", 7, "alpha .* must be in"),
+    (GOOD + "threads: 0\n", 7, "threads must be"),
+    (GOOD + "topic_field: bogus\n", 7, "unknown topic field"),
+    (GOOD + "index:\n  dense: {type: bogus}\n", 8, "unknown dense index type"),
+    (GOOD + "index:\n  dense: {type: hnsw, params: {m: 0}}\n", 8, "m=0 is out of range"),
+    (GOOD + "index:\n  late: {compression: zip}\n", 8, "compression must be"),
 ])
 def test_config_errors_name_file_and_line(tmp_path, text, line, message):
     path = _config(tmp_path, text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import weakref
 
 import numpy as np
@@ -359,3 +360,16 @@ def test_checkpoint_does_not_lose_to_bm25_on_cacm(cacm_runs):
     base = evaluate(bm25, qrels, ["nDCG@10"])["nDCG@10"]
     ours = evaluate(late, qrels, ["nDCG@10"])["nDCG@10"]
     assert ours >= base, (base, ours)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ([1, 2], "not a JSON object"), ({"doc_length": -5}, "doc_length must be"),
+    ({"doc_length": "abc"}, "doc_length must be"), ({"augment": "zzz"}, "augment must be true or false")])
+def test_checkpoint_settings_are_checked_on_load(tmp_path, settings, message):
+    from safetensors.numpy import save
+
+    path = tmp_path / "bad.safetensors"
+    metadata = {"settings": json.dumps(settings)}
+    path.write_bytes(save({"projection": np.ones((4, 4), np.float32)}, metadata=metadata))
+    with pytest.raises(InputError, match=message):
+        load_checkpoint(path)

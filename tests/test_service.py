@@ -241,8 +241,11 @@ def test_cli_serve_starts_and_answers(cacm_copy, tmp_path, capsys):
 
     from retrieval.cli import main
 
-    assert main(["serve", "--index", str(cacm_copy), "--port", "70000"]) == 2
-    assert "--port must be 1-65535" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as bad_port:
+        main(["serve", "--index", str(cacm_copy), "--port", "70000"])
+    err = capsys.readouterr().err
+    assert bad_port.value.code == 2 and err.count("\n") == 1
+    assert "--port: must be in [1, 65535], got 70000" in err
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 from retrieval.formats.trec import format_run, write_run
 from retrieval.precision import AUTO, TORCH_PRECISIONS
@@ -27,8 +30,22 @@ def topics_flags(p: argparse.ArgumentParser, required: bool = True) -> None:
                    "title+desc")
 
 
+def number(kind: type = int, low: float = 1, high: float = math.inf, *, above: bool = False,
+           below: bool = False) -> Callable[[str], float]:
+    """An argparse type: an int or float in [low, high] (`above` / `below`: excluding that end)."""
+    def parse(text: str) -> float:
+        value = kind(text)  # ValueError: argparse says "invalid int value"
+        if not (value > low if above else value >= low) or not (value < high if below else value <= high):
+            ends = f"{'(' if above else '['}{low}, {high}{')' if below else ']'}"
+            expected = (f"> {low}" if above else f">= {low}") if high == math.inf else f"in {ends}"
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {text}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def threads_flag(p: argparse.ArgumentParser, what: str = "threads") -> None:
-    p.add_argument("--threads", type=int, default=1, help=f"{what} (default 1)")
+    p.add_argument("--threads", type=number(), default=1, help=f"{what} (default 1)")
 
 
 def write_run_output(run: Run, output: str, tag: str, verb: str = "wrote") -> None:
@@ -39,3 +56,18 @@ def write_run_output(run: Run, output: str, tag: str, verb: str = "wrote") -> No
     write_run(run, output, tag)
     hits = sum(len(r) for r in run.values())
     print(f"{verb} {len(run)} queries, {hits} hits -> {output}", file=sys.stderr)
+
+
+def run_answering(path: Path, queries: dict[str, str], what: str = "run") -> Run:
+    """A run file to rescore or rerank: it must answer some of the topics (else the output would be
+    empty)."""
+    from retrieval.errors import InputError
+    from retrieval.formats import read_run
+
+    run = read_run(path)
+    if not run:
+        raise InputError(f"the {what} is empty; expected lines 'qid Q0 docid rank score tag'", path)
+    if not set(run) & set(queries):
+        raise InputError(f"the {what} shares no query id with the topics (run: {next(iter(run))!r},"
+                         f" ...; topics: {next(iter(queries))!r}, ...)", path)
+    return run

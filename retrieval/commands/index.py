@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval import collections
-from retrieval.commands.common import precision_flag
+from retrieval.commands.common import number, precision_flag
 from retrieval.errors import InputError
 from retrieval.precision import ENCODER_PRECISIONS
 
@@ -28,7 +28,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                    "(by default only an index, an empty directory or nothing is replaced)")
     p.add_argument("--no-stopwords", action="store_true", help="keep Lucene's English stopwords")
     p.add_argument("--no-stem", action="store_true", help="do not Porter-stem terms")
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--threads", type=number(), default=1,
                    help="processes analysing text (default 1); the index is identical whatever the "
                    "number")
     p.add_argument("--backend", choices=["native", "lucene"], default="native",
@@ -72,6 +72,13 @@ def run(args: argparse.Namespace) -> None:
     if args.backend == "lucene":
         _lucene(args)
         return
+    if args.collection is None and not (args.dense or args.late):
+        raise InputError("--collection is required (or --dense/--late to add a part to an "
+                         "existing index)")
+    # every model and parameter is checked before anything is built, so a mistake in them cannot
+    # leave the index at --index replaced by one without the parts it had
+    encoder = _encoder(args, dense_params) if args.dense else None
+    late_model = _late_model(args) if args.late else None
     if args.collection is not None:
         from retrieval.index import build_index
 
@@ -79,13 +86,10 @@ def run(args: argparse.Namespace) -> None:
                                source=collections.describe(args.collection), analyzer=_analyzer(args),
                                workers=args.threads, force=args.force)
         _report(manifest["stats"], args.index)
-    elif not (args.dense or args.late):
-        raise InputError("--collection is required (or --dense/--late to add a part to an "
-                         "existing index)")
-    if args.dense:
-        _add_dense(args, dense_params)
-    if args.late:
-        _add_late(args)
+    if encoder is not None:
+        _add_dense(args, encoder, dense_params)
+    if late_model is not None:
+        _add_late(args, late_model)
 
 
 def _analyzer(args: argparse.Namespace) -> Any:
@@ -125,10 +129,18 @@ def _lucene(args: argparse.Namespace) -> None:
     _report(manifest["stats"], args.index, " (lucene)")
 
 
-def _add_dense(args: argparse.Namespace, dense_params: dict[str, int]) -> None:
-    from retrieval.dense import Encoder, add_dense
+def _encoder(args: argparse.Namespace, dense_params: dict[str, int]) -> Any:
+    """The dense encoder --encoder names, its FAISS index settings checked too."""
+    from retrieval.dense import Encoder
+    from retrieval.dense.faiss_index import index_params
 
-    encoder = Encoder(args.encoder, precision=args.precision)
+    index_params(args.dense_index, dense_params)
+    return Encoder(args.encoder, precision=args.precision)
+
+
+def _add_dense(args: argparse.Namespace, encoder: Any, dense_params: dict[str, int]) -> None:
+    from retrieval.dense import add_dense
+
     entry = add_dense(args.index, encoder, args.dense_index, dense_params)
     print(f"encoded {entry['count']} documents with {entry['model']} ({encoder.precision}, "
           f"{entry['index_type']}) -> {args.index}/dense", file=sys.stderr)
@@ -141,10 +153,10 @@ def _late_model(args: argparse.Namespace) -> Any:
     return LateModel(args.late_model, threads=args.threads, precision=torch_path(args.precision))
 
 
-def _add_late(args: argparse.Namespace) -> None:
+def _add_late(args: argparse.Namespace, model: Any) -> None:
     from retrieval.late import build_late
 
-    entry = build_late(args.index, _late_model(args), compression=args.late_compression)
+    entry = build_late(args.index, model, compression=args.late_compression)
     print(f"stored {entry['tokens']} token embeddings ({entry['compression']}, "
           f"{entry['bytes_per_token']} bytes/token) -> {args.index}/late", file=sys.stderr)
 
@@ -167,9 +179,7 @@ def _sharded(args: argparse.Namespace, dense_params: dict[str, int]) -> None:
     if args.dense_from:
         dense = DenseSource(None, args.dense_index, dense_params, reuse=args.dense_from)
     elif args.dense:
-        from retrieval.dense import Encoder
-
-        dense = DenseSource(Encoder(args.encoder, precision=args.precision), args.dense_index, dense_params)
+        dense = DenseSource(_encoder(args, dense_params), args.dense_index, dense_params)
     manifest = build_sharded_index(collections.load_documents(args.collection), args.index, args.shards,
                                    force=args.force, source=collections.describe(args.collection),
                                    analyzer=_analyzer(args), workers=args.threads, dense=dense, late=late)

@@ -6,7 +6,14 @@ import argparse
 from pathlib import Path
 
 from retrieval import collections
-from retrieval.commands.common import precision_flag, threads_flag, topics_flags, write_run_output
+from retrieval.commands.common import (
+    number,
+    precision_flag,
+    run_answering,
+    threads_flag,
+    topics_flags,
+    write_run_output,
+)
 from retrieval.params import PARAMS
 from retrieval.rankers import RANKERS
 
@@ -24,9 +31,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", dest="run_file", required=True, type=Path, help="run file to rerank")
     p.add_argument("--output", default="-", help="run file to write (default: stdout)")
     p.add_argument("--model", default=None, help=PARAMS["checkpoint"].help)
-    p.add_argument("--interpolate", type=float, default=None, metavar="W",
+    p.add_argument("--interpolate", type=number(float, 0, 1), default=None, metavar="W",
                    help=PARAMS["interpolate"].help)
-    p.add_argument("--depth", type=int, default=late.default("depth"),
+    p.add_argument("--depth", type=number(), default=late.default("depth"),
                    help=f"hits reranked per query (default {late.default('depth')})")
     threads_flag(p, "torch threads")
     precision_flag(p, "how queries and on-the-fly documents are encoded")
@@ -35,10 +42,9 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from retrieval.formats import read_run
     from retrieval.rankers import build
 
     queries = collections.load_topics(args.topics, args.topic_field)
     stage = build("late", args.index, checkpoint=args.model, interpolate=args.interpolate,
                   depth=args.depth, threads=args.threads, precision=args.precision)
-    write_run_output(stage(queries, read_run(args.run_file)), args.output, args.tag, "reranked")
+    write_run_output(stage(queries, run_answering(args.run_file, queries)), args.output, args.tag, "reranked")

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from retrieval import collections
-from retrieval.commands.common import topics_flags, write_run_output
+from retrieval.commands.common import number, run_answering, topics_flags, write_run_output
 from retrieval.errors import InputError
 from retrieval.params import PARAMS
 from retrieval.rankers import RANKERS
 from retrieval.sparse.models import SPARSE_MODELS
-from retrieval.types import Run
 
 EXCLUDED = {"checkpoint"}  # late's model is `retrieval rerank --model`
 
@@ -73,7 +72,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-partial", action="store_true",
                    help="sharded index: if a shard stays unavailable, write the run from the other "
                    "shards (with a warning naming the missing ones) instead of failing")
-    p.add_argument("--shard-retries", type=int, default=2,
+    p.add_argument("--shard-retries", type=number(int, 0), default=2,
                    help="sharded index on Ray: restarts of a shard's actor before the shard counts as "
                    "unavailable (default 2)")
     p.set_defaults(handler=run)
@@ -111,7 +110,7 @@ def run(args: argparse.Namespace) -> None:
         hint = f" ({', '.join(SHARD_RESCORING)} rescore there)" if index.kind == "sharded" else ""
         raise InputError(f"--candidates (rescoring) with {args.model} is not supported on a {index.kind}"
                          f" index{hint}", args.index)
-    candidates = _candidates(args.candidates, queries) if args.candidates else None
+    candidates = run_answering(args.candidates, queries, "candidates run") if args.candidates else None
     if index.kind == "sharded":
         index.use_backend(_shard_backend(index, args.ray, args.allow_partial, args.shard_retries))
     try:
@@ -131,19 +130,6 @@ def run(args: argparse.Namespace) -> None:
 
 
 SHARD_RESCORING = tuple(SPARSE_MODELS)  # sparse models rescore a run on a sharded index
-
-
-def _candidates(path: Path, queries: dict[str, str]) -> Run:
-    """The run to rescore: it must answer some of the topics (else the output would be empty)."""
-    from retrieval.formats import read_run
-
-    run = read_run(path)
-    if not run:
-        raise InputError("the candidates run is empty; expected lines 'qid Q0 docid rank score tag'", path)
-    if not set(run) & set(queries):
-        raise InputError(f"the candidates run shares no query id with the topics (run: {next(iter(run))!r},"
-                         f" ...; topics: {next(iter(queries))!r}, ...)", path)
-    return run
 
 
 def _shard_backend(index: Any, ray: str | None, allow_partial: bool, retries: int) -> Any:

@@ -9,8 +9,7 @@ import secrets
 import sys
 from pathlib import Path
 
-from retrieval.commands.common import precision_flag, threads_flag
-from retrieval.errors import InputError
+from retrieval.commands.common import number, precision_flag, threads_flag
 
 TOKEN_ENV = "RETRIEVAL_TOKEN"
 
@@ -24,11 +23,13 @@ def add(sub: argparse._SubParsersAction) -> None:
                        "one made up and printed at start).")
     p.add_argument("--index", required=True, type=Path, help="index to serve")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--port", type=number(int, 1, 65535), default=8000, help="port (default 8000)")
     p.add_argument("--token", default=None,
                    help=f"bearer token for writes (default ${TOKEN_ENV}; none needed on loopback)")
-    p.add_argument("--time-limit", type=float, default=30.0, help="seconds per request (default 30)")
-    p.add_argument("--max-body", type=int, default=1 << 20, help="bytes per request body (default 1 MiB)")
+    p.add_argument("--time-limit", type=number(float, 0, above=True), default=30.0,
+                   help="seconds per request (default 30)")
+    p.add_argument("--max-body", type=number(), default=1 << 20,
+                   help="bytes per request body (default 1 MiB)")
     p.add_argument("--reader", type=Path, default=None, help="QA reader (default: the committed one, "
                    "models/reader in this checkout)")
     precision_flag(p, "how neural stages encode")
@@ -58,13 +59,11 @@ def write_token(host: str, given: str | None) -> str | None:
 def run(args: argparse.Namespace) -> None:
     import uvicorn
 
+    from retrieval.index_kinds import open_index
     from retrieval.service.app import create_app
     from retrieval.service.engine import Engine
 
-    if not 0 < args.port < 65536:
-        raise InputError(f"--port must be 1-65535, got {args.port}")
-    if args.time_limit <= 0 or args.max_body <= 0:
-        raise InputError("--time-limit and --max-body must be positive")
+    open_index(args.index)  # a missing or foreign index is refused before the server starts
     engine = Engine(args.index, precision=args.precision, threads=args.threads, reader=args.reader)
     app = create_app(engine, write_token(args.host, args.token), args.max_body, args.time_limit)
     print(f"retrieval serve: {args.index} on http://{args.host}:{args.port}/", file=sys.stderr)

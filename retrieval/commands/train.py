@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from retrieval import collections
-from retrieval.commands.common import precision_flag, threads_flag
+from retrieval.commands.common import number, precision_flag, threads_flag
 from retrieval.errors import InputError
 
 
@@ -27,9 +27,11 @@ def add(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------- train late
 
 
-LATE_FLAGS = {"dim": int, "epochs": int, "batch_size": int, "negatives": int, "negative_depth": int,
-              "seed": int, "doc_length": int, "pairs_per_collection": int, "lr": float, "temperature": float,
-              "holdout": float, "anchor": float}
+LATE_FLAGS = {"dim": number(), "epochs": number(), "batch_size": number(), "negatives": number(int, 0),
+              "negative_depth": number(), "seed": int, "doc_length": number(),
+              "pairs_per_collection": number(),
+              "lr": number(float, 0, above=True), "temperature": number(float, 0, above=True),
+              "holdout": number(float, 0, 1, below=True), "anchor": number(float, 0)}
 LATE_HELP = {
     "dim": "dimensions of the projected token embeddings",
     "epochs": "training epochs (the best on the held-out queries is kept)",
@@ -109,10 +111,11 @@ def _add_squad_flags(p: argparse.ArgumentParser, epochs: int, lr: float) -> None
     p.add_argument("--data", type=Path, help="SQuAD training file (default: squad2-dev)")
     p.add_argument("--exclude", type=Path, help="leave out paragraphs whose text occurs in this "
                    "SQuAD file (default: xquad-en, the evaluation set)")
-    p.add_argument("--epochs", type=int, default=epochs, help=f"(default {epochs})")
-    p.add_argument("--lr", type=float, default=lr, help=f"(default {lr})")
-    p.add_argument("--batch-size", type=int, default=16, help="(default 16)")
-    p.add_argument("--seed", type=int, default=0, help="(default 0)")
+    p.add_argument("--epochs", type=number(), default=epochs, help=f"training epochs (default {epochs})")
+    p.add_argument("--lr", type=number(float, 0, above=True), default=lr,
+                   help=f"AdamW learning rate (default {lr})")
+    p.add_argument("--batch-size", type=number(), default=16, help="examples per step (default 16)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     threads_flag(p, "torch threads")
 
 
@@ -134,11 +137,11 @@ def _add_reader(kinds: argparse._SubParsersAction) -> None:
     _add_squad_flags(p, epochs=3, lr=1e-4)
     precision_flag(p, "training arithmetic (auto: bf16 autocast where the CPU has it)", ("fp32", "bf16"))
     p.add_argument("--base-model", default=None, help="encoder directory (default: MiniLM-L6)")
-    p.add_argument("--impossible", type=float, default=1.0,
+    p.add_argument("--impossible", type=number(float, 0, 1), default=1.0,
                    help="fraction of unanswerable questions kept (default 1.0)")
-    p.add_argument("--max-length", type=int, default=384, help="window length (default 384)")
-    p.add_argument("--stride", type=int, default=128, help="window overlap (default 128)")
-    p.add_argument("--validation-articles", type=int, default=0, metavar="N",
+    p.add_argument("--max-length", type=number(), default=384, help="window length (default 384)")
+    p.add_argument("--stride", type=number(int, 0), default=128, help="window overlap (default 128)")
+    p.add_argument("--validation-articles", type=number(int, 0), default=0, metavar="N",
                    help="hold out every question of N articles of the training file; the epoch with "
                    "the best held-out F1 becomes the checkpoint (default 0: the last epoch)")
     p.set_defaults(handler=train_reader)
@@ -166,8 +169,8 @@ def _add_realm(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--index", type=Path, required=True, help="passage index with a dense part")
     p.add_argument("--reader", type=Path, default=None, help="reader checkpoint (default: the "
                    "committed one, models/reader in this checkout)")
-    p.add_argument("--realm-k", type=int, default=8, help="passages per question (default 8)")
-    p.add_argument("--realm-questions", type=int, default=600,
+    p.add_argument("--realm-k", type=number(), default=8, help="passages per question (default 8)")
+    p.add_argument("--realm-questions", type=number(int, 0), default=600,
                    help="training questions, evenly sampled (default 600; 0 = all)")
     p.set_defaults(handler=train_realm)
 

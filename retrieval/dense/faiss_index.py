@@ -47,7 +47,13 @@ def index_params(index_type: str, params: dict[str, int] | None = None) -> dict[
     if unknown:
         raise InputError(f"unknown parameter(s) {', '.join(unknown)} for a {index_type} index;"
                          f" expected {', '.join(DEFAULTS[index_type]) or 'none'}")
-    return {**DEFAULTS[index_type], **{k: int(v) for k, v in params.items()}}
+    values = {**DEFAULTS[index_type], **{k: int(v) for k, v in params.items()}}
+    for key, value in values.items():
+        low = 0 if key == "nlist" else 1  # nlist 0: chosen from the collection's size
+        if value < low or (key == "nbits" and value > 16):
+            raise InputError(f"{index_type} {key}={value} is out of range; expected "
+                             + ("1 to 16" if key == "nbits" else f"a whole number >= {low}"))
+    return values
 
 
 def build_faiss(vectors: np.ndarray, index_type: str = "flat",

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from retrieval.errors import InputError
-from retrieval.formats.textfile import check_id, streamed_lines
+from retrieval.formats.textfile import check_id, check_utf8, streamed_lines
 from retrieval.types import Document, Queries
 
 
@@ -26,6 +26,8 @@ def _records(path: str | Path) -> Iterator[tuple[int, dict]]:
         for field in ("title", "text"):
             if not isinstance(record.get(field, ""), str):
                 raise InputError(f"field {field!r} must be a string", path, n)
+            if "\\u" in line:  # an escape: it may be a lone surrogate
+                check_utf8(record.get(field, ""), f"field {field!r}", path, n)
         yield n, record
 
 

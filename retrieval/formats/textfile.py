@@ -78,8 +78,21 @@ def streamed_lines(path: str | Path) -> Iterator[tuple[int, str]]:
 
 
 def numbered_lines(path: str | Path) -> list[tuple[int, str]]:
-    """(line number, line) for every non-blank line."""
-    return [(i, line) for i, line in enumerate(read_text(path).splitlines(), 1) if line.strip()]
+    """(line number, line) for every non-blank line. Lines end at "\n", "\r\n" or "\r" only, as
+    editors count them (str.splitlines would also split at U+2028, form feeds and other separators,
+    and the numbers in error messages would drift)."""
+    lines = re.split(r"\r\n|\r|\n", read_text(path))
+    return [(i, line) for i, line in enumerate(lines, 1) if line.strip()]
+
+
+def check_utf8(text: str, what: str, where: str | Path | None = None, line: int | None = None) -> str:
+    """Refuse text JSON allows but UTF-8 cannot hold (lone surrogates such as "\\ud800")."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"{what} holds a lone surrogate (\\ud800-\\udfff), which is not text", where,
+                         line) from None
+    return text
 
 
 def check_id(value: object, what: str, where: str | Path | None = None, line: int | None = None) -> str:
@@ -88,4 +101,4 @@ def check_id(value: object, what: str, where: str | Path | None = None, line: in
     if not isinstance(value, str) or not is_word(value):
         raise InputError(f"{what} {value!r} is not a valid id; expected a non-empty word without"
                          " whitespace", where, line)
-    return value
+    return check_utf8(value, f"{what} {value!r}", where, line)

@@ -140,7 +140,11 @@ def read_qrels(path: str | Path) -> Qrels:
         take = _trec_qrel
     for n, line in lines:
         qid, docid, rel = take(line, path, n)
-        qrels.setdefault(qid, {})[docid] = rel
+        judged = qrels.setdefault(qid, {})
+        if judged.get(docid, rel) != rel:  # a repeated line is harmless; a second, other grade is not
+            raise InputError(f"query {qid!r} judges document {docid!r} twice, {judged[docid]} and {rel};"
+                             " expected one grade", path, n)
+        judged[docid] = rel
     if not qrels:
         raise InputError("no judgements found; expected TREC qrels lines 'qid 0 docid rel'", path)
     return qrels

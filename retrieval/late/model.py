@@ -131,6 +131,21 @@ def load_checkpoint(path: str | Path) -> tuple[np.ndarray, dict]:
         settings = json.loads(meta.get("settings", "{}"))
     except (SafetensorError, OSError, ValueError, KeyError) as e:
         raise InputError(f"not a late-interaction checkpoint ({e})", path) from None
-    if projection.ndim != 2:
-        raise InputError("checkpoint projection is not a matrix", path)
-    return projection.astype(np.float32), settings
+    if projection.ndim != 2 or 0 in projection.shape:
+        raise InputError("checkpoint projection is not a (non-empty) matrix", path)
+    return projection.astype(np.float32), _checked_settings(settings, path)
+
+
+def _checked_settings(settings: object, path: Path) -> dict:
+    """A checkpoint's encoder settings: lengths are whole numbers from 4 to 512, flags booleans."""
+    if not isinstance(settings, dict):
+        raise InputError("checkpoint settings are not a JSON object", path)
+    for key in ("query_length", "doc_length"):
+        value = settings.get(key, 32)
+        if not isinstance(value, int) or isinstance(value, bool) or not 4 <= value <= 512:
+            raise InputError(f"checkpoint setting {key} must be a whole number from 4 to 512, got {value!r}",
+                             path)
+    for key in ("markers", "augment"):
+        if not isinstance(settings.get(key, False), bool):
+            raise InputError(f"checkpoint setting {key} must be true or false, got {settings[key]!r}", path)
+    return settings

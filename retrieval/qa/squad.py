@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.errors import InputError
+from retrieval.formats.textfile import check_utf8
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ def read_squad(path: str | Path) -> list[Example]:
     _expect(isinstance(doc, dict) and isinstance(doc.get("data"), list),
             "an object with a 'data' list", path)
     out: list[Example] = []
+    seen: set[str] = set()
     for article in doc["data"]:
         _expect(isinstance(article, dict) and isinstance(article.get("paragraphs"), list),
                 "articles with a 'paragraphs' list", path)
@@ -99,8 +101,14 @@ def read_squad(path: str | Path) -> list[Example]:
             for qa in para["qas"]:
                 _expect(isinstance(qa, dict) and isinstance(qa.get("question"), str)
                         and "id" in qa, "questions with 'id' and 'question'", path)
+                qid = str(qa["id"])
+                _expect(qid not in seen, f"unique question ids ({qid!r} appears twice)", path)
+                seen.add(qid)
+                for text, what in ((qid, "question id"), (qa["question"], f"question {qid!r}"),
+                                   (para["context"], f"the context of question {qid!r}")):
+                    check_utf8(text, what, path)
                 answers = () if qa.get("is_impossible") else _answers(qa, para["context"], path)
-                out.append(Example(str(qa["id"]), qa["question"], para["context"], title, answers))
+                out.append(Example(qid, qa["question"], para["context"], title, answers))
     return out
 
 

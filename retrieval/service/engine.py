@@ -18,7 +18,7 @@ from typing import Any
 from retrieval.analysis import token_spans
 from retrieval.config import StageSpec, build_pipeline, stage_specs
 from retrieval.errors import InputError
-from retrieval.formats.textfile import check_id
+from retrieval.formats.textfile import check_id, check_utf8
 from retrieval.index_kinds import open_index
 from retrieval.params import default
 from retrieval.rankers import RANKERS
@@ -185,15 +185,7 @@ def check_text(text: Any, name: str) -> None:
         raise InputError(f"{name} must be a non-empty string")
     if len(text) > MAX_QUERY_CHARS:
         raise InputError(f"{name} is longer than {MAX_QUERY_CHARS} characters")
-    check_unicode(text, name)
-
-
-def check_unicode(text: str, name: str) -> None:
-    """Refuse text JSON allowed but UTF-8 cannot hold (lone surrogates such as "\\ud800")."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InputError(f"{name} holds a lone surrogate (\\ud800-\\udfff), which is not text") from None
+    check_utf8(text, name)
 
 
 def check_count(value: Any, name: str, most: int) -> None:
@@ -209,7 +201,7 @@ def check_ids(ids: Any, name: str) -> None:
     if len(ids) > MAX_IDS:
         raise InputError(f"{name} may list at most {MAX_IDS} doc ids")
     for d in ids:
-        check_unicode(d, name)
+        check_utf8(d, name)
 
 
 def parse_documents(rows: Any) -> list[Document]:
@@ -225,7 +217,7 @@ def parse_documents(rows: Any) -> list[Document]:
             raise InputError(f"documents[{i}] must be {{id: non-empty string, title: string, text: string}}")
         check_id(row["id"], f"documents[{i}].id")  # the rule of collection files: run files must hold it
         for key in ("id", "title", "text"):
-            check_unicode(row.get(key, ""), f"documents[{i}].{key}")
+            check_utf8(row.get(key, ""), f"documents[{i}].{key}")
         docs.append(Document(row["id"], row.get("title", ""), row["text"]))
     return docs
 

@@ -15,7 +15,7 @@ from typing import Any
 from tqdm import tqdm
 
 from retrieval import storage
-from retrieval.analysis import Analyzer, worker_context
+from retrieval.analysis import Analyzer, ignore_interrupts, worker_context, workers_ignore_interrupts
 from retrieval.errors import InputError
 from retrieval.index import build_index
 from retrieval.shards.layout import GLOBAL_DIR, KIND, shard_name
@@ -63,9 +63,11 @@ def build_shards(parts: list[list[Document]], root: Path, source: str, analyzer:
             bar.update()
     else:
         context = worker_context()  # not plain fork: other threads (Ray, ONNX Runtime) may hold locks
-        with ProcessPoolExecutor(min(workers, len(parts)), mp_context=context) as pool:
-            jobs = [pool.submit(_build_one, docs, path, f"{source} {path.name}", analyzer.settings)
-                    for docs, path in zip(parts, dirs)]
+        with ProcessPoolExecutor(min(workers, len(parts)), mp_context=context,
+                                 initializer=ignore_interrupts) as pool:
+            with workers_ignore_interrupts():  # the processes start as jobs are submitted
+                jobs = [pool.submit(_build_one, docs, path, f"{source} {path.name}", analyzer.settings)
+                        for docs, path in zip(parts, dirs)]
             for job in jobs:
                 job.result()
                 bar.update()
