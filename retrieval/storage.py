@@ -186,6 +186,9 @@ def atomic_directory(target: Path, ours: Callable[[Path], bool] | None = None,
             os.rename(target, old / "previous")
             os.rename(tmp, target)
             shutil.rmtree(old, ignore_errors=True)
+            if os.path.lexists(old):
+                print(f"retrieval: warning: could not remove the replaced {target.name} at {old}; remove it"
+                      " by hand", file=sys.stderr)
         else:
             os.rename(tmp, target)
         _fsync_dir(target.parent)

@@ -230,6 +230,21 @@ def test_duplicate_ids_within_an_added_file_are_refused(tiny_docs, tmp_path):
     assert open_index(index).statistics["documents"] == 5
 
 
+def test_updates_to_what_is_not_an_index_leave_no_lock_and_counts_are_of_documents(tiny_docs, tmp_path,
+                                                                                  capsys):
+    (tmp_path / "plain").mkdir()
+    for target in ("nosuch", "plain"):
+        assert main(["add", "--index", str(tmp_path / target), str(tiny_docs)]) == 2
+    assert not list(tmp_path.glob(".*update-lock"))
+    index, ids = tmp_path / "idx", tmp_path / "ids.txt"
+    build_index(collections.load_documents(str(tiny_docs)), index, progress=False)
+    ids.write_text("d2\nd2\n")
+    capsys.readouterr()
+    assert main(["delete", "--index", str(index), "--ids", str(ids)]) == 0
+    assert capsys.readouterr().err.startswith("deleted 1 documents") and open_index(index).statistics[
+        "documents"] == 4
+
+
 @pytest.mark.slow
 def test_dense_and_late_parts_kept_in_step(tiny_docs, tmp_path):
     """Added documents get dense vectors and late embeddings from the index's models; deleted ones

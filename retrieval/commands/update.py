@@ -61,7 +61,7 @@ def run_delete(args: argparse.Namespace) -> None:
 
     ids = read_ids(args.ids)
     manifest = delete_documents(args.index, ids, source=args.ids)
-    _report("deleted", len(ids), manifest, args.index)
+    _report("deleted", len(set(ids)), manifest, args.index)  # an id listed twice is deleted once
 
 
 def run_optimize(args: argparse.Namespace) -> None:

@@ -50,6 +50,7 @@ UNCHANGED_PART_KEYS = ("files", "built")  # a native part's per-directory bookke
 @contextlib.contextmanager
 def update_lock(path: Path) -> Iterator[None]:
     """Hold the index's update lock (a file beside it) for the block; one writer at a time."""
+    storage.read_manifest(Path(path))  # no lock file beside something that is not an index
     path = Path(os.path.abspath(path))
     lock = path.parent / f".{path.name}.update-lock"
     with open(lock, "a") as handle:
