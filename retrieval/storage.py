@@ -238,7 +238,8 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 
 
 def write_output(path: str | Path, data: bytes) -> None:
-    """Write a user-named output file: never replace what is not a regular file.
+    """Write a user-named output file: never replace what is not a regular file, nor write into an
+    index directory.
 
     `-` is stdout; a character device or FIFO (/dev/null, a pipe) is written
     through; a symbolic link is followed, and its target replaced atomically as
@@ -249,8 +250,14 @@ def write_output(path: str | Path, data: bytes) -> None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return
+    if str(path).endswith(os.sep):
+        raise InputError("names a directory (it ends in a slash); expected a file name to write", path)
     path = Path(path)
     real = Path(os.path.realpath(path))
+    inside = next((p for p in real.parents if is_index_dir(p)), None)
+    if inside is not None:  # e.g. --output INDEX/manifest.json would break the index
+        raise InputError(f"is inside the index {inside}; refusing to write there (choose a path outside"
+                         " it)", path)
     try:
         mode = os.stat(real).st_mode
     except FileNotFoundError:

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from retrieval.cli import main
+from retrieval.index import Index
 
 
 def run_cli(*args):
@@ -134,6 +135,10 @@ def test_hostile_input_gets_one_line_and_exit_2(tiny_docs, tmp_path, capsys):
         (["search", "--index", str(idx), "--topics", "q\udce9"], "is not valid UTF-8"),
         (["search", "--index", str(idx), "--topics", str(topics), "--output", "/dev/full"],
          "No space left on device"),
+        (["search", "--index", str(idx), "--topics", str(topics), "--output", str(idx / "manifest.json")],
+         "is inside the index"),
+        (["search", "--index", str(idx), "--topics", str(topics), "--output", str(tmp_path / "new") + "/"],
+         "names a directory"),
     ]
     for argv, message in cases:
         with pytest.raises(SystemExit) if "argument --" in message else contextlib.nullcontext() as exit_:
@@ -141,3 +146,4 @@ def test_hostile_input_gets_one_line_and_exit_2(tiny_docs, tmp_path, capsys):
         code = exit_.value.code if exit_ is not None else code
         err = capsys.readouterr().err.strip()
         assert code == 2 and message in err and err.count("\n") == 0, (argv, err)
+    assert Index.open(idx).num_docs == 5 and not (tmp_path / "new").exists()
