@@ -387,18 +387,18 @@ def _parts(index: Located) -> dict[str, dict[str, Any]]:
 def _check_part(name: str, part: Located) -> None:
     """A dense or late part's settings, checked before any index is built (file:line on error)."""
     from retrieval.dense.faiss_index import index_params
-    from retrieval.precision import AUTO, ENCODER_PRECISIONS
 
     try:
         if name == "dense":
             params = _get(part, "params", Located, Located(), "a mapping of FAISS settings")
             index_params(_get(part, "type", str, "flat"), dict(params))
-            precision = _get(part, "precision", str, AUTO)
-            if precision not in (AUTO, *ENCODER_PRECISIONS):
-                raise InputError(f"precision must be one of {AUTO}, {', '.join(ENCODER_PRECISIONS)}, got"
-                                 f" {precision!r}")
-        elif _get(part, "compression", str, "fp16") not in ("fp16", "int8"):
-            raise InputError(f"compression must be fp16 or int8, got {part['compression']!r}")
+            PARAMS["precision"].check(part.get("precision"))
+        else:
+            from retrieval.late.store import COMPRESSIONS
+
+            if _get(part, "compression", str, "fp16") not in COMPRESSIONS:
+                raise InputError(f"compression must be one of {', '.join(COMPRESSIONS)}, got"
+                                 f" {part['compression']!r}")
     except InputError as e:
         if e.path is not None:
             raise
@@ -479,8 +479,10 @@ def load_config(path: str | Path) -> Config:
     if stemmer not in ("porter", None):
         raise index.fail(f"stemmer must be porter or null, got {stemmer!r}", "stemmer")
     threads = _get(m, "threads", int, 1)
-    if threads < 1:
-        raise m.fail(f"threads must be a whole number >= 1, got {threads}", "threads")
+    try:
+        PARAMS["threads"].check(threads)
+    except InputError as e:
+        raise m.fail(e.message, "threads") from None
     alpha = float(_get(m, "alpha", (int, float), 0.05))
     if not 0 < alpha < 1:
         raise m.fail(f"alpha (the significance level) must be in (0, 1), got {alpha}", "alpha")

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from retrieval import collections
 from retrieval.commands.common import (
-    number,
     precision_flag,
     run_answering,
     threads_flag,
@@ -31,9 +30,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", dest="run_file", required=True, type=Path, help="run file to rerank")
     p.add_argument("--output", default="-", help="run file to write (default: stdout)")
     p.add_argument("--model", default=None, help=PARAMS["checkpoint"].help)
-    p.add_argument("--interpolate", type=number(float, 0, 1), default=None, metavar="W",
+    p.add_argument("--interpolate", type=float, default=None, metavar="W",
                    help=PARAMS["interpolate"].help)
-    p.add_argument("--depth", type=number(), default=late.default("depth"),
+    p.add_argument("--depth", type=int, default=late.default("depth"),  # ranges: checked by the registry
                    help=f"hits reranked per query (default {late.default('depth')})")
     threads_flag(p, "torch threads")
     precision_flag(p, "how queries and on-the-fly documents are encoded")

@@ -215,8 +215,8 @@ def parse_documents(rows: Any) -> list[Document]:
         if not (isinstance(row, dict) and isinstance(row.get("id"), str) and row["id"].strip()
                 and isinstance(row.get("text"), str) and isinstance(row.get("title", ""), str)):
             raise InputError(f"documents[{i}] must be {{id: non-empty string, title: string, text: string}}")
-        check_id(row["id"], f"documents[{i}].id")  # the rule of collection files: run files must hold it
-        for key in ("id", "title", "text"):
+        check_id(row["id"], f"documents[{i}].id")  # the rule of collection files (UTF-8 included)
+        for key in ("title", "text"):
             check_utf8(row.get(key, ""), f"documents[{i}].{key}")
         docs.append(Document(row["id"], row.get("title", ""), row["text"]))
     return docs
