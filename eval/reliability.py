@@ -30,11 +30,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, ROOT / "eval"):  # the package, and crash_cases beside this script
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+import crash_cases  # noqa: E402
 
 from retrieval.errors import InputError  # noqa: E402
-from retrieval.formats import beir, html, read_documents, read_topics, smart, trec  # noqa: E402  # noqa: E402
+from retrieval.formats import beir, html, read_documents, read_topics, smart, trec  # noqa: E402
 from retrieval.types import Document, Qrels, Queries, Run  # noqa: E402
 
 RESULTS = ROOT / "eval" / "results" / "reliability.md"
@@ -322,17 +325,6 @@ def fuzz(reader: Reader, examples: int, seed: int | None = 0,
 # ---------------------------------------------------------------- summary
 
 
-def _test_module(name: str) -> Any:
-    """A tests/ module (the crash driver lives there)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def hand_picked_rows() -> list[tuple[str, int, int, int, int]]:
     """(reader, tried, parsed, InputError, other) over HAND_PICKED."""
     rows = []
@@ -347,11 +339,10 @@ def hand_picked_rows() -> list[tuple[str, int, int, int, int]]:
 
 def crash_rows(points: int) -> list[tuple[str, int, int, int, int, int, int]]:
     """(write, kill points, killed before the end, previous, new, clear error, other) per kind."""
-    crash = _test_module("test_reliability_crash")
     rows = []
     for kind in ("inverted", "inverted-fresh", "dense", "dense-replace", "late", "run", "json"):
         with tempfile.TemporaryDirectory(prefix="crash-") as tmp:
-            results, summary = crash.drive(kind, Path(tmp), points)
+            results, summary = crash_cases.drive(kind, Path(tmp), points)
         before = summary.get("old") or summary.get("base")
         after = summary.get("complete")
         tally = collections.Counter()
@@ -377,7 +368,6 @@ def integrity_rows() -> list[tuple[str, int, int, int]]:
     """(file, damaged copies tried, refused naming the file, other) for every stored file."""
     import shutil
 
-    crash = _test_module("test_reliability_crash")
     from retrieval.dense.faiss_index import add_dense
     from retrieval.index import build_index
     from retrieval.late import build_late
@@ -396,8 +386,8 @@ def integrity_rows() -> list[tuple[str, int, int, int]]:
             for how in ("truncate", "flip"):
                 copy = Path(tmp) / "copy"
                 shutil.copytree(path, copy)
-                crash._damage(copy / rel, how)
-                for load in crash._loaders(copy, rel):
+                crash_cases.damage(copy / rel, how)
+                for load in crash_cases.loaders(copy, rel):
                     try:
                         load()
                         tally["other"] += 1

@@ -49,6 +49,26 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+OUTPUT_FLAGS = {"output": "--output", "details": "--details"}
+
+
+def _refuse_output_over_input(args: argparse.Namespace) -> None:
+    """Refuse an output file that is also one of the command's inputs (e.g. --output topics.tsv):
+    writing it would replace the input the command just read."""
+    inputs = [(name, value) for name, value in vars(args).items() if name not in OUTPUT_FLAGS
+              for value in (value if isinstance(value, list) else [value])
+              if isinstance(value, (str, Path))]
+    for name, flag in OUTPUT_FLAGS.items():
+        output = getattr(args, name, None)
+        if output is None or str(output) == "-" or not os.path.isfile(output):
+            continue
+        for input_name, value in inputs:
+            if os.path.isfile(value) and os.path.samefile(output, value):
+                what = input_name.replace("_", " ")
+                raise InputError(f"{flag} {output} is also an input (the {what}); writing it would "
+                                 "replace that input: choose another file name")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, run, turn bad input into one line and exit status 2."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -64,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         collections.set_data_dir(args.data_dir)
+        _refuse_output_over_input(args)
         precision.cpu_flags()  # a bad RETRIEVAL_EMULATE_CPU fails here, before any work
         args.handler(args)
     except InputError as e:

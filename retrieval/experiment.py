@@ -23,11 +23,12 @@ from tqdm import tqdm
 from retrieval import collections, storage
 from retrieval import precision as precisions
 from retrieval.analysis import Analyzer
+from retrieval.building import add_parts, build_with_parts
 from retrieval.config import Config, StageSpec, SweepSpec, build_pipeline, load_config
 from retrieval.errors import InputError
 from retrieval.evaluation import evaluate, per_query
 from retrieval.formats.trec import read_run, write_run
-from retrieval.index import Index, build_index
+from retrieval.index import Index
 from retrieval.index_kinds import AnyIndex, open_index
 from retrieval.outcome import Outcome, SweepResult
 from retrieval.significance import compare
@@ -74,29 +75,12 @@ def ensure_index(cfg: Config, precision: str | None = None) -> AnyIndex:
         reason = "missing" if missing else e.message
     storage.check_replaceable(cfg.index_path)  # never replace what is not an index, before any note
     _note(f"building index {cfg.index_path} ({reason})")
-    documents = collections.load_documents(cfg.collection)
+    build_with_parts(collections.load_documents(cfg.collection), cfg.index_path, source=source,
+                     analyzer=analyzer, shards=cfg.shards, workers=cfg.threads,
+                     **_part_sources(cfg.parts, precision))
     if cfg.shards:
-        _build_sharded(cfg, documents, source, analyzer, precision)
         return _with_backend(cfg, open_index(cfg.index_path, verify=False))
-    build_index(documents, cfg.index_path, source=source, analyzer=analyzer)
-    return ensure_parts(cfg, Index.open(cfg.index_path, verify=False), precision)
-
-
-def _build_sharded(cfg: Config, documents: Any, source: str, analyzer: Analyzer,
-                   precision: str | None) -> None:
-    from retrieval.shards.build import build_sharded_index
-    from retrieval.shards.dense import DenseSource
-    from retrieval.shards.late import LateSource
-
-    dense = late = None
-    if "dense" in cfg.parts:
-        d = cfg.parts["dense"]
-        dense = DenseSource(_encoder(d, precision), d.get("type", "flat"), d.get("params"))
-    if "late" in cfg.parts:
-        part = cfg.parts["late"]
-        late = LateSource(_late_model(part, precision), part.get("compression", "fp16"))
-    build_sharded_index(documents, cfg.index_path, cfg.shards, source=source, analyzer=analyzer,
-                        workers=cfg.threads, dense=dense, late=late)
+    return Index.open(cfg.index_path, verify=False)
 
 
 def _with_backend(cfg: Config, index: Any) -> Any:
@@ -108,34 +92,36 @@ def _with_backend(cfg: Config, index: Any) -> Any:
     return index
 
 
-def _encoder(part: dict[str, Any], precision: str | None) -> Any:
-    from retrieval.dense import Encoder
+def _part_sources(parts: dict[str, Any], precision: str | None) -> dict[str, Any]:
+    """The dense and late parts among `parts` (config sections) as building.build_with_parts takes them."""
+    from retrieval.shards.dense import DenseSource
+    from retrieval.shards.late import LateSource
 
-    return Encoder(part.get("encoder"), precision=part.get("precision", precision))
+    sources: dict[str, Any] = {}
+    if "dense" in parts:
+        from retrieval.dense import Encoder
 
+        d = parts["dense"]
+        encoder = Encoder(d.get("encoder"), precision=d.get("precision", precision))
+        sources["dense"] = DenseSource(encoder, d.get("type", "flat"), d.get("params"))
+    if "late" in parts:
+        from retrieval.late import LateModel
+        from retrieval.precision import torch_path
 
-def _late_model(part: dict[str, Any], precision: str | None) -> Any:
-    from retrieval.late import LateModel
-    from retrieval.precision import torch_path
-
-    return LateModel(part.get("model"), precision=torch_path(precision))
+        part = parts["late"]
+        model = LateModel(part.get("model"), precision=torch_path(precision))
+        sources["late"] = LateSource(model, part.get("compression", "fp16"))
+    return sources
 
 
 def ensure_parts(cfg: Config, index: Index, precision: str | None = None) -> Index:
     """Add the extra parts the config asks for (dense, late) when the index lacks them."""
-    missing = [name for name in cfg.parts if not index.has(name)]
-    for name in missing:
-        _note(f"adding the {name} part to {cfg.index_path}")
-        part = cfg.parts[name]
-        if name == "dense":
-            from retrieval.dense import add_dense
-
-            add_dense(index, _encoder(part, precision), part.get("type", "flat"), part.get("params"))
-        else:
-            from retrieval.late import build_late
-
-            build_late(index, _late_model(part, precision), compression=part.get("compression", "fp16"))
-    return Index.open(cfg.index_path, verify=False) if missing else index
+    missing = {name: part for name, part in cfg.parts.items() if not index.has(name)}
+    if not missing:
+        return index
+    _note(f"adding the {' and '.join(missing)} part{'s' if len(missing) > 1 else ''} to {cfg.index_path}")
+    add_parts(index, **_part_sources(missing, precision))
+    return Index.open(cfg.index_path, verify=False)
 
 
 def slug(name: str) -> str:

@@ -139,6 +139,14 @@ def test_hostile_input_gets_one_line_and_exit_2(tiny_docs, tmp_path, capsys):
          "is inside the index"),
         (["search", "--index", str(idx), "--topics", str(topics), "--output", str(tmp_path / "new") + "/"],
          "names a directory"),
+        (["search", "--index", str(idx), "--topics", str(topics), "--output", str(topics)],
+         "is also an input (the topics)"),
+        (["rerank", "--index", str(idx), "--topics", str(topics), "--run", str(qrels), "--output",
+          str(qrels)], "is also an input (the run file)"),
+        (["search", "--index", str(idx), "--topics", str(topics), "--tag", ""],
+         "argument --tag: run tag '' must be a non-empty word"),
+        (["ask", "--index", str(idx), "why?", "--output", str(tmp_path / "p.json")],
+         "--output and --details are for --questions"),
     ]
     for argv, message in cases:
         with pytest.raises(SystemExit) if "argument --" in message else contextlib.nullcontext() as exit_:
@@ -147,3 +155,4 @@ def test_hostile_input_gets_one_line_and_exit_2(tiny_docs, tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert code == 2 and message in err and err.count("\n") == 0, (argv, err)
     assert Index.open(idx).num_docs == 5 and not (tmp_path / "new").exists()
+    assert topics.read_text() == "1\tcats\n" and not (tmp_path / "p.json").exists()

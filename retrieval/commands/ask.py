@@ -65,6 +65,9 @@ def ask(args: argparse.Namespace) -> None:
         raise InputError("give either a question or --questions FILE")
     if args.questions and not args.output:
         raise InputError("--questions needs --output predictions.json")
+    if args.question and (args.output or args.details):
+        raise InputError("--output and --details are for --questions FILE; one question's answers are "
+                         "printed (--json for JSON)")
     if args.question is not None and not args.question.strip():
         raise InputError("empty question")
     PARAMS["top"].check(args.top)

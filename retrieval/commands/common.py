@@ -8,7 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from retrieval.formats.trec import format_run, write_run
+from retrieval.errors import InputError
+from retrieval.formats.trec import check_tag, format_run, write_run
 from retrieval.precision import AUTO, TORCH_PRECISIONS
 from retrieval.types import Run
 
@@ -44,6 +45,14 @@ def number(kind: type = int, low: float = 1, high: float = math.inf, *, above: b
     return parse
 
 
+def run_tag(text: str) -> str:
+    """An argparse type: a run tag (checked before any work, not when the run is written)."""
+    try:
+        return check_tag(text)
+    except InputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def threads_flag(p: argparse.ArgumentParser, what: str = "threads") -> None:
     p.add_argument("--threads", type=number(), default=1, help=f"{what} (default 1)")
 
@@ -61,7 +70,6 @@ def write_run_output(run: Run, output: str, tag: str, verb: str = "wrote") -> No
 def run_answering(path: Path, queries: dict[str, str], what: str = "run") -> Run:
     """A run file to rescore or rerank: it must answer some of the topics (else the output would be
     empty)."""
-    from retrieval.errors import InputError
     from retrieval.formats import read_run
 
     run = read_run(path)

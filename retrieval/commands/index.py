@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval import collections
+from retrieval.building import add_parts, build_with_parts
 from retrieval.commands.common import number, precision_flag
 from retrieval.errors import InputError
 from retrieval.precision import ENCODER_PRECISIONS
@@ -63,33 +64,29 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    dense_params = _dense_params(args.dense_param)
-    if args.shards is not None:
-        _sharded(args, dense_params)
-        return
-    if args.dense_from is not None:
-        raise InputError("--dense-from applies to sharded builds (--shards N)")
     if args.backend == "lucene":
         _lucene(args)
         return
-    if args.collection is None and not (args.dense or args.late):
+    if args.dense_from is not None and args.shards is None:
+        raise InputError("--dense-from applies to sharded builds (--shards N)")
+    if args.collection is None and (args.shards is not None or not (args.dense or args.late)):
         raise InputError("--collection is required (or --dense/--late to add a part to an "
-                         "existing index)")
+                         "existing single index)")
     # every model and parameter is checked before anything is built, so a mistake in them cannot
     # leave the index at --index replaced by one without the parts it had
-    encoder = _encoder(args, dense_params) if args.dense else None
-    late_model = _late_model(args) if args.late else None
-    if args.collection is not None:
-        from retrieval.index import build_index
-
-        manifest = build_index(collections.load_documents(args.collection), args.index,
-                               source=collections.describe(args.collection), analyzer=_analyzer(args),
-                               workers=args.threads, force=args.force)
+    dense, late = _dense_source(args), _late_source(args)
+    if args.collection is None:
+        _report_parts(add_parts(args.index, dense, late), args.index, dense)
+        return
+    manifest = build_with_parts(collections.load_documents(args.collection), args.index,
+                                source=collections.describe(args.collection), analyzer=_analyzer(args),
+                                shards=args.shards, workers=args.threads, force=args.force,
+                                dense=dense, late=late)
+    if args.shards is not None:
+        _report(manifest["stats"], args.index, f" in {args.shards} shards")
+    else:
         _report(manifest["stats"], args.index)
-    if encoder is not None:
-        _add_dense(args, encoder, dense_params)
-    if late_model is not None:
-        _add_late(args, late_model)
+        _report_parts(manifest["parts"], args.index, dense)
 
 
 def _analyzer(args: argparse.Namespace) -> Any:
@@ -118,7 +115,7 @@ def _dense_params(pairs: list[str]) -> dict[str, int]:
 def _lucene(args: argparse.Namespace) -> None:
     if args.collection is None:
         raise InputError("--collection is required with --backend lucene")
-    for flag, given in (("--dense", args.dense), ("--late", args.late)):
+    for flag, given in (("--shards", args.shards), ("--dense", args.dense), ("--late", args.late)):
         if given:
             raise InputError(f"{flag} needs the native backend")
     if args.no_stopwords or args.no_stem:
@@ -129,58 +126,39 @@ def _lucene(args: argparse.Namespace) -> None:
     _report(manifest["stats"], args.index, " (lucene)")
 
 
-def _encoder(args: argparse.Namespace, dense_params: dict[str, int]) -> Any:
-    """The dense encoder --encoder names, its FAISS index settings checked too."""
-    from retrieval.dense import Encoder
-    from retrieval.dense.faiss_index import index_params
-
-    index_params(args.dense_index, dense_params)
-    return Encoder(args.encoder, precision=args.precision)
-
-
-def _add_dense(args: argparse.Namespace, encoder: Any, dense_params: dict[str, int]) -> None:
-    from retrieval.dense import add_dense
-
-    entry = add_dense(args.index, encoder, args.dense_index, dense_params)
-    print(f"encoded {entry['count']} documents with {entry['model']} ({encoder.precision}, "
-          f"{entry['index_type']}) -> {args.index}/dense", file=sys.stderr)
-
-
-def _late_model(args: argparse.Namespace) -> Any:
-    from retrieval.late import LateModel
-    from retrieval.precision import torch_path
-
-    return LateModel(args.late_model, threads=args.threads, precision=torch_path(args.precision))
-
-
-def _add_late(args: argparse.Namespace, model: Any) -> None:
-    from retrieval.late import build_late
-
-    entry = build_late(args.index, model, compression=args.late_compression)
-    print(f"stored {entry['tokens']} token embeddings ({entry['compression']}, "
-          f"{entry['bytes_per_token']} bytes/token) -> {args.index}/late", file=sys.stderr)
-
-
-def _sharded(args: argparse.Namespace, dense_params: dict[str, int]) -> None:
-    """`--shards N`: the shards, with dense and late parts when asked."""
-    from retrieval.shards.build import build_sharded_index
+def _dense_source(args: argparse.Namespace) -> Any:
+    """The dense part --dense (or --dense-from) asks for, its encoder and FAISS settings checked."""
     from retrieval.shards.dense import DenseSource
 
-    if args.collection is None:
-        raise InputError("--collection is required with --shards")
-    if args.backend == "lucene":
-        raise InputError("--shards needs the native backend")
-    late = None
-    if args.late:
-        from retrieval.shards.late import LateSource
+    params = _dense_params(args.dense_param)
+    if args.dense_from is not None:
+        return DenseSource(None, args.dense_index, params, reuse=args.dense_from)
+    if not args.dense:
+        return None
+    from retrieval.dense import Encoder
 
-        late = LateSource(_late_model(args), args.late_compression)
-    dense = None
-    if args.dense_from:
-        dense = DenseSource(None, args.dense_index, dense_params, reuse=args.dense_from)
-    elif args.dense:
-        dense = DenseSource(_encoder(args, dense_params), args.dense_index, dense_params)
-    manifest = build_sharded_index(collections.load_documents(args.collection), args.index, args.shards,
-                                   force=args.force, source=collections.describe(args.collection),
-                                   analyzer=_analyzer(args), workers=args.threads, dense=dense, late=late)
-    _report(manifest["stats"], args.index, f" in {args.shards} shards")
+    return DenseSource(Encoder(args.encoder, precision=args.precision), args.dense_index, params)
+
+
+def _late_source(args: argparse.Namespace) -> Any:
+    """The late part --late asks for, its model loaded (and so checked)."""
+    if not args.late:
+        return None
+    from retrieval.late import LateModel
+    from retrieval.precision import torch_path
+    from retrieval.shards.late import LateSource
+
+    model = LateModel(args.late_model, threads=args.threads, precision=torch_path(args.precision))
+    return LateSource(model, args.late_compression)
+
+
+def _report_parts(entries: dict[str, Any], path: Path, dense: Any) -> None:
+    """One line per dense or late part just added (the precision is this run's, never stored)."""
+    if "dense" in entries:
+        e = entries["dense"]
+        print(f"encoded {e['count']} documents with {e['model']} ({dense.encoder.precision}, "
+              f"{e['index_type']}) -> {path}/dense", file=sys.stderr)
+    if "late" in entries:
+        e = entries["late"]
+        print(f"stored {e['tokens']} token embeddings ({e['compression']}, "
+              f"{e['bytes_per_token']} bytes/token) -> {path}/late", file=sys.stderr)

@@ -9,6 +9,7 @@ from retrieval import collections
 from retrieval.commands.common import (
     precision_flag,
     run_answering,
+    run_tag,
     threads_flag,
     topics_flags,
     write_run_output,
@@ -36,7 +37,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help=f"hits reranked per query (default {late.default('depth')})")
     threads_flag(p, "torch threads")
     precision_flag(p, "how queries and on-the-fly documents are encoded")
-    p.add_argument("--tag", default="late", help="run tag (default: late)")
+    p.add_argument("--tag", type=run_tag, default="late", help="run tag (default: late)")
     p.set_defaults(handler=run)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval import collections
-from retrieval.commands.common import number, run_answering, topics_flags, write_run_output
+from retrieval.commands.common import number, run_answering, run_tag, topics_flags, write_run_output
 from retrieval.errors import InputError
 from retrieval.params import PARAMS
 from retrieval.rankers import RANKERS
@@ -62,7 +62,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--remove-query-ids", action=argparse.BooleanOptionalAction, default=None,
                    help="drop each query's own id from its hits (default: on for BEIR "
                    "collections such as scifact, off otherwise)")
-    p.add_argument("--tag", default=None, help="run tag in the last column (default: the model)")
+    p.add_argument("--tag", type=run_tag, default=None,
+                   help="run tag in the last column (default: the model)")
     p.add_argument("--output", default="-", help="run file to write (default: stdout)")
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="sharded index: search the shards on Ray, one actor per shard; 'local' "
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace) -> None:
     remove = args.remove_query_ids
     if remove if remove is not None else collections.removes_query_ids(args.topics):
         run = run.without_query_ids()
-    tag = args.tag or (args.model + ("-rm3" if params.get("rm3") else ""))
+    tag = args.tag if args.tag is not None else (args.model + ("-rm3" if params.get("rm3") else ""))
     write_run_output(run, args.output, tag)
 
 

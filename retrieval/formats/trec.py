@@ -197,10 +197,16 @@ def _check_ranking(qid: str, ranking: list[tuple[str, float]]) -> None:
                          " number (check the model's parameters)")
 
 
-def format_run(run: Run, tag: str = "retrieval") -> str:
-    """A run in TREC format: `qid Q0 docid rank score tag`, ranks from 1."""
+def check_tag(tag: str) -> str:
+    """A run tag: the last column of every line, so one non-empty word."""
     if not tag or any(c.isspace() for c in tag):
         raise InputError(f"run tag {tag!r} must be a non-empty word without spaces")
+    return tag
+
+
+def format_run(run: Run, tag: str = "retrieval") -> str:
+    """A run in TREC format: `qid Q0 docid rank score tag`, ranks from 1."""
+    check_tag(tag)
     if not isinstance(run, Run):
         raise InputError(f"expected a Run to write, got {type(run).__name__}")
     lines = []
