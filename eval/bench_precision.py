@@ -18,6 +18,8 @@ models have no peer library here, so ratios are against our own fp32. Writes
 eval/results/precision.md; with RETRIEVAL_NO_BF16=1 it measures what a CPU
 without bf16 gets, with RETRIEVAL_EMULATE_CPU=avx2 (and --out
 eval/results/precision-avx2.md) what an AVX2 CPU gets.
+eval/results/precision-zen4.md is this command (with that --out) on an AMD
+EPYC Zen 4, whose bf16 has no AMX.
 """
 
 from __future__ import annotations

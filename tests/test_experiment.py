@@ -302,6 +302,12 @@ def test_stale_index_is_rebuilt(tmp_path, tiny_docs):
     cfg = experiment.ensure_index(load_config(path))
     assert cfg.manifest["analyzer"]["stopwords"] is None
     assert again.computed == 2  # a rebuilt index invalidates cached runs
+    before = (tmp_path / "idx" / "manifest.json").read_bytes()  # a rebuild whose dense model is missing
+    missing = f"stopwords: true, dense: {{encoder: {tmp_path / 'no'}}}"
+    path.write_text(text.replace("stopwords: true", missing))
+    with pytest.raises(InputError):  # fails before the index it would replace is touched
+        run_experiment(path, tmp_path / "out", progress=False)
+    assert (tmp_path / "idx" / "manifest.json").read_bytes() == before
 
 
 def test_train_selection_must_not_overlap_test(tmp_path, cacm_index):
