@@ -2,9 +2,9 @@
 
 `retrieval index` (from flags) and `retrieval run` (from a config) both describe
 what to build the same way: documents, analyzer, a layout (one index or N
-shards) and optional dense and late parts (a shards.dense.DenseSource, a
-shards.late.LateSource: model and settings, checked when made). The functions
-here turn that into an index, so the two commands cannot build differently.
+shards) and optional dense and late parts (`dense_part`, `late_part`: model and
+settings, checked when made). The functions here turn that into an index, so
+the two commands cannot build differently.
 """
 
 from __future__ import annotations
@@ -13,8 +13,30 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from retrieval import storage
 from retrieval.analysis import Analyzer
 from retrieval.types import Document
+
+
+def dense_part(encoder: str | Path | None, precision: str | None, index_type: str = "flat",
+               params: dict[str, int] | None = None) -> Any:
+    """A dense part to build (a shards.dense.DenseSource): the encoder loaded and its FAISS settings
+    checked, before anything is written."""
+    from retrieval.dense import Encoder
+    from retrieval.shards.dense import DenseSource
+
+    return DenseSource(Encoder(encoder, precision=precision), index_type, params)
+
+
+def late_part(model: str | Path | None, precision: str | None, compression: str = "fp16",
+              threads: int | None = None) -> Any:
+    """A late-interaction part to build (a shards.late.LateSource): the checkpoint loaded, and so
+    checked, before anything is written."""
+    from retrieval.late import LateModel
+    from retrieval.precision import torch_path
+    from retrieval.shards.late import LateSource
+
+    return LateSource(LateModel(model, threads=threads, precision=torch_path(precision)), compression)
 
 
 def build_with_parts(documents: Iterable[Document], path: Path, *, source: str, analyzer: Analyzer,
@@ -27,11 +49,11 @@ def build_with_parts(documents: Iterable[Document], path: Path, *, source: str, 
 
         return build_sharded_index(documents, path, shards, source=source, analyzer=analyzer,
                                    workers=workers, dense=dense, late=late, force=force)
-    from retrieval.index import Index, build_index
+    from retrieval.index import build_index
 
     build_index(documents, path, source=source, analyzer=analyzer, workers=workers, force=force)
     add_parts(path, dense, late)
-    return Index.open(path, verify=False).manifest
+    return storage.read_manifest(Path(path))
 
 
 def add_parts(index: Any, dense: Any = None, late: Any = None) -> dict[str, dict[str, Any]]:

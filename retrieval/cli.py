@@ -55,18 +55,19 @@ OUTPUT_FLAGS = {"output": "--output", "details": "--details"}
 def _refuse_output_over_input(args: argparse.Namespace) -> None:
     """Refuse an output file that is also one of the command's inputs (e.g. --output topics.tsv):
     writing it would replace the input the command just read."""
-    inputs = [(name, value) for name, value in vars(args).items() if name not in OUTPUT_FLAGS
-              for value in (value if isinstance(value, list) else [value])
-              if isinstance(value, (str, Path))]
-    for name, flag in OUTPUT_FLAGS.items():
-        output = getattr(args, name, None)
-        if output is None or str(output) == "-" or not os.path.isfile(output):
-            continue
-        for input_name, value in inputs:
-            if os.path.isfile(value) and os.path.samefile(output, value):
-                what = input_name.replace("_", " ")
-                raise InputError(f"{flag} {output} is also an input (the {what}); writing it would "
-                                 "replace that input: choose another file name")
+    outputs = {flag: getattr(args, name, None) for name, flag in OUTPUT_FLAGS.items()}
+    outputs = {flag: path for flag, path in outputs.items()
+               if path is not None and str(path) != "-" and os.path.isfile(path)}  # `-` is stdout
+    if not outputs:  # the usual case: new files
+        return
+    inputs = [(name, path) for name, value in vars(args).items() if name not in OUTPUT_FLAGS
+              for path in (value if isinstance(value, list) else [value])
+              if isinstance(path, (str, Path)) and os.path.isfile(path)]
+    for flag, output in outputs.items():
+        for name, path in inputs:
+            if os.path.samefile(output, path):
+                raise InputError(f"{flag} {output} is also an input (the {name.replace('_', ' ')}); "
+                                 "writing it would replace that input: choose another file name")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,7 +23,7 @@ from tqdm import tqdm
 from retrieval import collections, storage
 from retrieval import precision as precisions
 from retrieval.analysis import Analyzer
-from retrieval.building import add_parts, build_with_parts
+from retrieval.building import add_parts, build_with_parts, dense_part, late_part
 from retrieval.config import Config, StageSpec, SweepSpec, build_pipeline, load_config
 from retrieval.errors import InputError
 from retrieval.evaluation import evaluate, per_query
@@ -94,23 +94,14 @@ def _with_backend(cfg: Config, index: Any) -> Any:
 
 def _part_sources(parts: dict[str, Any], precision: str | None) -> dict[str, Any]:
     """The dense and late parts among `parts` (config sections) as building.build_with_parts takes them."""
-    from retrieval.shards.dense import DenseSource
-    from retrieval.shards.late import LateSource
-
     sources: dict[str, Any] = {}
     if "dense" in parts:
-        from retrieval.dense import Encoder
-
         d = parts["dense"]
-        encoder = Encoder(d.get("encoder"), precision=d.get("precision", precision))
-        sources["dense"] = DenseSource(encoder, d.get("type", "flat"), d.get("params"))
+        sources["dense"] = dense_part(d.get("encoder"), d.get("precision", precision), d.get("type", "flat"),
+                                      d.get("params"))
     if "late" in parts:
-        from retrieval.late import LateModel
-        from retrieval.precision import torch_path
-
         part = parts["late"]
-        model = LateModel(part.get("model"), precision=torch_path(precision))
-        sources["late"] = LateSource(model, part.get("compression", "fp16"))
+        sources["late"] = late_part(part.get("model"), precision, part.get("compression", "fp16"))
     return sources
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval import collections
-from retrieval.building import add_parts, build_with_parts
+from retrieval.building import add_parts, build_with_parts, dense_part, late_part
 from retrieval.commands.common import number, precision_flag
 from retrieval.errors import InputError
 from retrieval.precision import ENCODER_PRECISIONS
@@ -128,28 +128,19 @@ def _lucene(args: argparse.Namespace) -> None:
 
 def _dense_source(args: argparse.Namespace) -> Any:
     """The dense part --dense (or --dense-from) asks for, its encoder and FAISS settings checked."""
-    from retrieval.shards.dense import DenseSource
-
     params = _dense_params(args.dense_param)
     if args.dense_from is not None:
-        return DenseSource(None, args.dense_index, params, reuse=args.dense_from)
-    if not args.dense:
-        return None
-    from retrieval.dense import Encoder
+        from retrieval.shards.dense import DenseSource
 
-    return DenseSource(Encoder(args.encoder, precision=args.precision), args.dense_index, params)
+        return DenseSource(None, args.dense_index, params, reuse=args.dense_from)
+    return dense_part(args.encoder, args.precision, args.dense_index, params) if args.dense else None
 
 
 def _late_source(args: argparse.Namespace) -> Any:
     """The late part --late asks for, its model loaded (and so checked)."""
     if not args.late:
         return None
-    from retrieval.late import LateModel
-    from retrieval.precision import torch_path
-    from retrieval.shards.late import LateSource
-
-    model = LateModel(args.late_model, threads=args.threads, precision=torch_path(args.precision))
-    return LateSource(model, args.late_compression)
+    return late_part(args.late_model, args.precision, args.late_compression, threads=args.threads)
 
 
 def _report_parts(entries: dict[str, Any], path: Path, dense: Any) -> None:
