@@ -24,7 +24,9 @@ Each side at its best setting, labelled in the table:
 - bm25s's build runs under an address-space limit (--bm25s-memory-gb); past
   it, the table says it did not build, and bm25s is not searched at that size.
 Median queries/s over --repeats timed runs after a warm-up, with the range.
-Writes eval/results/scale.md and the log-log plot eval/results/scale.png.
+Writes eval/results/scale.md and the log-log plot eval/results/scale.png
+(--out: another Markdown file, its plot beside it with the suffix .png).
+eval/results/scale-zen4.md is this command with that --out on an AMD EPYC Zen 4.
 """
 
 from __future__ import annotations
@@ -42,8 +44,7 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results" / "scale.md"
-PLOT = HERE / "results" / "scale.png"
+RESULTS = HERE / "results" / "scale.md"  # and its plot, scale.png; --out names another (scale-zen4.md)
 TOOL = HERE.parents[1] / "shared" / "tools" / "synth_corpus.py"
 KS = (10, 100, 1000)
 THREADS = (1, 2)
@@ -261,8 +262,8 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot(results: list[dict]) -> str:
-    """Log-log ms/query at top-10, 1 thread, against documents; returns the fitted slopes."""
+def plot(results: list[dict], path: Path) -> str:
+    """Log-log ms/query at top-10, 1 thread, against documents, drawn to `path`; returns the fitted slopes."""
     import numpy as np
 
     docs = np.array([r["docs"] for r in results], dtype=float)
@@ -294,7 +295,7 @@ def plot(results: list[dict]) -> str:
     ax.set_title("BM25 query cost against collection size")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(PLOT, dpi=110)
+    fig.savefig(path, dpi=110)
     return ", ".join(f"{k}: {v:.2f}" for k, v in slopes.items())
 
 
@@ -320,11 +321,12 @@ def main() -> None:
                    help="bm25s backends to time (numpy takes minutes per run at millions of documents)")
     p.add_argument("--bm25s-memory-gb", type=int, default=20,
                    help="address-space limit of bm25s's build; beyond it the row says it did not build")
+    p.add_argument("--out", type=Path, default=RESULTS, help="the Markdown table (its plot beside it, .png)")
     args = p.parse_args()
     results = [json.loads((args.scratch / f"result-{n}.json").read_text()) if n in args.reuse
                else run_size(n, args.scratch, args.repeats, args.rebuild, args.bm25s_backends,
                              args.bm25s_memory_gb) for n in args.sizes]
-    slopes = plot(results)
+    slopes = plot(results, args.out.with_suffix(".png"))
     reused = (f" Sizes {', '.join(f'{n:,}' for n in args.reuse)} were measured by an earlier invocation"
               " (recorded in --scratch) and tabulated with --reuse." if args.reuse else "")
     for side, name in (("our", "build_ours"), ("bm25s's", "build_bm25s")):
@@ -340,8 +342,8 @@ def main() -> None:
            "threads). Ours is exact (same top k, scores and tie order as exhaustive scoring); bm25s "
            f"uses its own tokenizer, so its postings differ from ours.\n\n{table(results)}\n\n"
            f"Log-log slope of ms/query (top-10, 1 thread) against documents: {slopes} "
-           f"(plot: results/scale.png; 1.0 = linear).\n")
-    publish(RESULTS, out)
+           f"(plot: results/{args.out.with_suffix('.png').name}; 1.0 = linear).\n")
+    publish(args.out, out)
 
 
 if __name__ == "__main__":

@@ -151,12 +151,7 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     pairs = [(qstates, qindex[q], dstates, dindex[d], q) for q in qids if q not in held
              for d, g in qrels[q].items() if g > 0 and d in dindex]
     if cfg.titles:
-        titled = [i for i, (t, x) in enumerate(docs.values()) if t and x]
-        tstates = cached_states(encoder, [docs[doc_ids[i]][0] for i in titled], True, cache_dir,
-                                desc="titles")
-        bodies = cached_states(encoder, [docs[doc_ids[i]][1] for i in titled], False, cache_dir,
-                               desc="abstracts")
-        pairs += [(tstates, j, bodies, j, None) for j in range(len(titled))]
+        pairs += _title_pairs(encoder, docs, cache_dir)
     ict = {name: ict_states(encoder, name, cfg, cache_dir) for name in cfg.pairs_from}
     for iq, idoc, n_train in ict.values():
         pairs += [(iq, j, idoc, j, None) for j in range(n_train)]
@@ -174,14 +169,7 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     history, best = [], (-1.0, None, 0)
     for epoch in range(cfg.epochs + 1):
         if epoch:
-            rng.shuffle(pairs)
-            for b in range(0, len(pairs), cfg.batch_size):
-                loss = _step(w, pairs[b:b + cfg.batch_size], dstates, negatives, cfg, rng)
-                if cfg.anchor:
-                    loss = loss + cfg.anchor * (w - start_point).pow(2).sum()
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
+            _train_epoch(w, opt, start_point, pairs, dstates, negatives, cfg, rng)
         proj = w.detach().numpy().copy()
         late = rerank_cached(proj, qstates, qindex, dstates, dindex, held_run, cfg.depth)
         ndcg = evaluate(late, held_qrels, ["nDCG@10"])["nDCG@10"]
@@ -207,6 +195,29 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     _log(f"best epoch {epoch}: held-out nDCG@10 {ndcg:.4f} (first stage {first:.4f}); "
          f"interpolation weight {weight} -> {fused:.4f}; wrote {output}")
     return info
+
+
+def _title_pairs(encoder: TokenEncoder, docs: dict[str, tuple[str, str]],
+                 cache_dir: str | Path | None) -> list[tuple]:
+    """(title -> rest of the document) training pairs, from every document that has both."""
+    titled = [(t, x) for t, x in docs.values() if t and x]
+    titles = cached_states(encoder, [t for t, _ in titled], True, cache_dir, desc="titles")
+    bodies = cached_states(encoder, [x for _, x in titled], False, cache_dir, desc="abstracts")
+    return [(titles, j, bodies, j, None) for j in range(len(titled))]
+
+
+def _train_epoch(w: torch.nn.Parameter, opt: torch.optim.Optimizer, start_point: torch.Tensor, pairs: list,
+                 dstates: Packed, negatives: dict[str, list[int]], cfg: TrainConfig,
+                 rng: random.Random) -> None:
+    """One pass over the pairs, shuffled: a step per batch on the contrastive loss plus the anchor."""
+    rng.shuffle(pairs)
+    for b in range(0, len(pairs), cfg.batch_size):
+        loss = _step(w, pairs[b:b + cfg.batch_size], dstates, negatives, cfg, rng)
+        if cfg.anchor:
+            loss = loss + cfg.anchor * (w - start_point).pow(2).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
 
 
 def ict_guard(history: list[dict], corpora: list[str]) -> bool:

@@ -138,6 +138,52 @@ def _file_name(path: str | Path) -> str:
         return path.name
 
 
+def training_questions(train_file: str | Path, exclude: str | Path | None, impossible: float,
+                       limit: int | None) -> list[Example]:
+    """The training file's questions, without the paragraphs of `exclude`, keeping a fraction
+    `impossible` of the unanswerable ones (every n-th) and the first `limit`."""
+    examples = read_squad(train_file)
+    if exclude:
+        examples = exclude_paragraphs(examples, read_squad(exclude))
+    if impossible < 1.0:
+        keep = max(impossible, 1e-9)
+        examples = [ex for i, ex in enumerate(examples)
+                    if not ex.impossible or (i * keep) % 1.0 + keep >= 1.0]
+    if limit:
+        examples = examples[:limit]
+    if not examples:
+        raise InputError("no training questions left after leaving out the held-out file's paragraphs",
+                         train_file)
+    return examples
+
+
+def _optimiser(model, steps: int, lr: float, weight_decay: float, warmup: float) -> tuple:
+    """AdamW (no decay on biases and LayerNorm) and a linear warm-up then linear decay over `steps`."""
+    decay = [p for n, p in model.named_parameters() if "bias" not in n and "LayerNorm" not in n]
+    rest = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                             {"params": rest, "weight_decay": 0.0}], lr=lr)
+    n_warm = max(1, int(warmup * steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / n_warm, max(0.0, (steps - s) / max(1, steps - n_warm))))
+    return opt, sched
+
+
+def _train_step(model, t: dict[str, torch.Tensor], bf16: bool, opt, sched) -> float:
+    """One optimiser step on a batch (start and end span losses averaged); returns the loss."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        out = model(input_ids=t["input_ids"], token_type_ids=t["token_type_ids"],
+                    attention_mask=t["attention_mask"])
+    loss = (span_loss(out.start_logits, t["gold"][0], t["attention_mask"])
+            + span_loss(out.end_logits, t["gold"][1], t["attention_mask"])) / 2
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    opt.zero_grad(set_to_none=True)
+    return float(loss.detach())
+
+
 def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | Path | None = None,
                  base_model: str | Path | None = None, epochs: int = 3, lr: float = 1e-4,
                  batch_size: int = 16, warmup: float = 0.1, weight_decay: float = 0.01,
@@ -157,18 +203,7 @@ def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | P
     torch.manual_seed(seed)
     rng = random.Random(seed)
     bf16 = precisions.resolve(precision, precisions.TRAIN_PRECISIONS) == "bf16"
-    examples = read_squad(train_file)
-    if exclude:
-        examples = exclude_paragraphs(examples, read_squad(exclude))
-    if impossible < 1.0:  # keep this fraction of the unanswerable questions (every n-th)
-        keep = max(impossible, 1e-9)
-        examples = [ex for i, ex in enumerate(examples)
-                    if not ex.impossible or (i * keep) % 1.0 + keep >= 1.0]
-    if limit:
-        examples = examples[:limit]
-    if not examples:
-        raise InputError("no training questions left after leaving out the held-out file's paragraphs",
-                         train_file)
+    examples = training_questions(train_file, exclude, impossible, limit)
     validation: list[Example] = []
     if validation_articles:
         examples, validation = split_articles(examples, validation_articles)
@@ -177,13 +212,7 @@ def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | P
     model = AutoModelForQuestionAnswering.from_pretrained(base, local_files_only=True)
     windows = training_windows(tokenizer, examples, max_length, stride)
     steps = epochs * math.ceil(len(windows) / batch_size)
-    decay = [p for n, p in model.named_parameters() if "bias" not in n and "LayerNorm" not in n]
-    rest = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                             {"params": rest, "weight_decay": 0.0}], lr=lr)
-    n_warm = max(1, int(warmup * steps))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / n_warm, max(0.0, (steps - s) / max(1, steps - n_warm))))
+    opt, sched = _optimiser(model, steps, lr, weight_decay, warmup)
     info = {"train_file": _file_name(train_file), "exclude": _file_name(exclude) if exclude else "",
             "examples": len(examples),
             "answerable": sum(not ex.impossible for ex in examples), "windows": len(windows),
@@ -198,19 +227,8 @@ def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | P
     for epoch in range(1, epochs + 1):
         running = 0.0
         for b, batch in enumerate(_batches(windows, batch_size, rng), 1):
-            t = _tensors(batch, pad)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                out = model(input_ids=t["input_ids"], token_type_ids=t["token_type_ids"],
-                            attention_mask=t["attention_mask"])
-            loss = (span_loss(out.start_logits, t["gold"][0], t["attention_mask"])
-                    + span_loss(out.end_logits, t["gold"][1], t["attention_mask"])) / 2
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
+            running += _train_step(model, _tensors(batch, pad), bf16, opt, sched)
             step += 1
-            running += float(loss.detach())
             if b % 10 == 0:
                 log(f"epoch {epoch} step {step}/{steps} loss {running / 10:.4f} "
                     f"{time.time() - t0:.0f}s")
@@ -226,9 +244,7 @@ def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | P
     if validation:
         best = max(info["validation"], key=lambda v: (v["f1"], -v["epoch"]))
         info["chosen_epoch"] = best["epoch"]
-        from transformers import AutoModelForQuestionAnswering as Model
-
-        model = Model.from_pretrained(epoch_dir(output, best["epoch"]), local_files_only=True,
-                                      dtype=torch.float32)
+        model = AutoModelForQuestionAnswering.from_pretrained(epoch_dir(output, best["epoch"]),
+                                                              local_files_only=True, dtype=torch.float32)
     save_checkpoint(model, tokenizer, Path(output), info)
     return info

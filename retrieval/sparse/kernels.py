@@ -234,26 +234,19 @@ def _offer(heap_scores, heap_docs, size, k, score, doc):
     return size
 
 
-@njit(nogil=True, cache=True)
-def _any_at_least_then_zero(scores, span, threshold):
-    """Whether any of scores[:span] is >= threshold, zeroing them in the same pass (a counting loop,
-    which the compiler vectorises)."""
-    count = 0
-    for i in range(span):
-        count += 1 if scores[i] >= threshold else 0
-        scores[i] = 0.0
-    return count > 0
-
-
 @njit(nogil=True, cache=True, inline="always")
-def _add_postings(window_scores, docnos, codes, table, base, p, e, start, stop, w):
+def _add_postings(window_scores, docnos, codes, table, base, p, e, start, stop, w, top):
     """Add w * impact of the postings [p, e) below docno stop into window_scores (slot = docno - start);
-    returns the first position not added. Unsigned positions spare numba's negative-index checks (1.2x)."""
+    returns the first position not added and the largest of `top` and the sums written. Unsigned
+    positions spare numba's negative-index checks (1.2x)."""
     q, end, one, run = np.uint64(p), np.uint64(e), np.uint64(1), np.uint64(base)
     while q < end and docnos[q] < stop:
-        window_scores[np.uint64(docnos[q] - start)] += w * table[run + codes[q]]
+        slot = np.uint64(docnos[q] - start)
+        total = window_scores[slot] + w * table[run + codes[q]]
+        window_scores[slot] = total
+        top = max(top, total)
         q += one
-    return np.int64(q)
+    return np.int64(q), top
 
 
 @njit(nogil=True, cache=True)
@@ -278,17 +271,15 @@ def exhaustive_top_k(indptr, docnos, codes, table, bases, terms, weights, k, win
     in full, so the visiting order does not matter. Until the heap holds k
     hits above 0, every document touched is offered (a document can score
     0.0); after that an untouched slot (0.0) cannot enter, so a window only
-    adds its postings, and one pass over its scores both zeroes them and tells
-    whether any could enter. Few windows have one (a top k fills early and
-    rises); such a window is added again, the same sums in the same order,
-    and its slots are offered.
+    adds its postings, keeping the largest sum it writes. With no negative
+    term, that is the window's best score: below the k-th, its slots are just
+    zeroed; otherwise (rare: a top k fills early and rises) they are offered.
     """
     m = len(terms)
     if m == 0 or k <= 0:
         return 0
     window = len(window_scores)
     cursor = np.empty(m, np.int64)
-    begin = np.empty(m, np.int64)  # each list's position at the window's start
     end = np.empty(m, np.int64)
     base = np.empty(m, np.int64)  # each term's run of the table
     for i in range(m):
@@ -309,18 +300,18 @@ def exhaustive_top_k(indptr, docnos, codes, table, bases, terms, weights, k, win
         stop = start + window
         if threshold > 0.0:  # add only, then look for a slot that can enter
             span = 0  # slots [0, span) were touched
+            top = 0.0  # the largest sum written: with nothing negative, the window's best score
             for i in range(m):
-                begin[i] = cursor[i]
-                cursor[i] = _add_postings(window_scores, docnos, codes, table, base[i], begin[i], end[i],
-                                          start, stop, weights[i])
-                if cursor[i] > begin[i]:
+                first = cursor[i]
+                cursor[i], top = _add_postings(window_scores, docnos, codes, table, base[i], first, end[i],
+                                               start, stop, weights[i], top)
+                if cursor[i] > first:
                     span = max(span, docnos[cursor[i] - 1] - start + 1)
-            if _any_at_least_then_zero(window_scores, span, threshold):  # rare: add the window again, offer
-                for i in range(m):
-                    _add_postings(window_scores, docnos, codes, table, base[i], begin[i], cursor[i], start,
-                                  stop, weights[i])
+            if top >= threshold:  # rare: offer the window's slots
                 _scan_window(window_scores, span, start, heap_scores, heap_docs, k)
                 threshold = heap_scores[0]
+            else:
+                window_scores[:span] = 0.0
             continue
         hits = 0  # record each document touched once
         for i in range(m):
