@@ -4,7 +4,9 @@ Every reader gets malformed input from hypothesis (random bytes, token soup and
 mutations of a valid sample: truncation, deleted/duplicated slices, inserted tags,
 fields, invalid UTF-8 and NUL bytes). The only outcomes allowed are a parse
 result of the right type or an `InputError` whose message names the file;
-anything else is a bug ("other").
+anything else is a bug ("other"). Then: writes killed mid-way (crash_cases.py), stored files
+damaged, hostile use of the commands (hostile_fs.py, hostile_values.py), and a full disk
+(full_disk.py).
 
     python eval/reliability.py [--examples N]     # regenerates eval/results/reliability.md
 
@@ -415,6 +417,26 @@ def hostile_rows() -> list[tuple[str, int, int, int, int, int, int]]:
 
 
 HOSTILE_OUTCOMES = ("error", "fine", "traceback", "crash", "silent")
+FULL_DISK_OUTCOMES = ("error", "fine", "traceback", "crash", "unclear", "leftover")
+
+
+def full_disk_rows(points: int) -> tuple[list[tuple], str | None]:
+    """Each command that writes, on a disk with 0 bytes up to enough free (eval/full_disk.py):
+    (command, what it runs, bytes written, attempts, outcomes...); and why it could not run, if so."""
+    import full_disk
+
+    why = full_disk.available()
+    if why:
+        return [], why
+    rows = []
+    for case, what in full_disk.CASES.items():
+        with tempfile.TemporaryDirectory(prefix="full-disk-") as tmp:
+            report = full_disk.drive(case, Path(tmp), points)
+        tally = collections.Counter(r["outcome"] for r in report["results"])
+        rows.append((case, what, f"{report['written']:,}", len(report["results"]),
+                     *(tally[o] for o in FULL_DISK_OUTCOMES)))
+        print(f"full disk {case}: {dict(tally)}", file=sys.stderr)
+    return rows, None
 
 
 def _table(header: list[str], rows: list[tuple]) -> list[str]:
@@ -429,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--examples", type=int, default=2000, help="generated inputs per reader")
     parser.add_argument("--kill-points", type=int, default=40, help="SIGKILL points per write kind")
+    parser.add_argument("--free-points", type=int, default=24,
+                        help="amounts of free space tried per command on a full disk")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     rows, failures, start = [], [], time.time()
@@ -445,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     crashes = crash_rows(args.kill_points)
     integrity = integrity_rows()
     hostile = hostile_rows()
+    full_disk, full_disk_missing = full_disk_rows(args.free_points)
     hostile_total = tuple(sum(r[i] for r in hostile) for i in range(1, 7))
     lines = [
         "# Reliability: bad input, crashes, corruption, hostile use",
@@ -503,6 +528,18 @@ def main(argv: list[str] | None = None) -> int:
         " what it should) are bugs. The tests also run hypothesis properties over paths and CLI values.",
         "",
         *_table(["category", "cases", *HOSTILE_OUTCOMES], hostile + [("**all**", *hostile_total)]),
+        "",
+        "## A full disk",
+        "",
+        f"eval/full_disk.py: each command that writes runs on a tmpfs (in a private mount namespace) with"
+        f" {args.free_points} amounts of free space, from 0 bytes to twice what a complete run writes"
+        " plus 64 KiB. error = exit 2 with one line `retrieval: error: <file>: No space left on device`"
+        " and the disk exactly as before (inputs byte-identical, nothing left behind); fine = exit 0"
+        " and the output whole. traceback, crash (killed by a signal, such as SIGBUS in a memory-mapped"
+        " write), unclear (not that one line) and leftover (the disk changed) are bugs.",
+        "",
+        *(_table(["command", "what it runs", "bytes written", "attempts", *FULL_DISK_OUTCOMES], full_disk)
+          if full_disk else [f"Not run here: {full_disk_missing}."]),
     ]
     if failures:
         seen: dict[tuple[str, str], tuple[str, bytes]] = {}
@@ -515,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
 
     publish(args.out, "\n".join(lines) + "\n")
     unexpected = sum(r[-1] for r in hand) - len(KNOWN_BUGS) + sum(r[-1] for r in crashes + integrity)
-    unexpected += sum(sum(r[4:]) for r in hostile)
+    unexpected += sum(sum(r[4:]) for r in hostile) + sum(sum(r[6:]) for r in full_disk)
     return 1 if failures or unexpected else 0
 
 

@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from retrieval import storage
 from retrieval.analysis import Analyzer
 from retrieval.types import Document
 
@@ -51,9 +50,8 @@ def build_with_parts(documents: Iterable[Document], path: Path, *, source: str, 
                                    workers=workers, dense=dense, late=late, force=force)
     from retrieval.index import build_index
 
-    build_index(documents, path, source=source, analyzer=analyzer, workers=workers, force=force)
-    add_parts(path, dense, late)
-    return storage.read_manifest(Path(path))
+    return build_index(documents, path, source=source, analyzer=analyzer, workers=workers, force=force,
+                       then=lambda built: add_parts(built, dense, late))
 
 
 def add_parts(index: Any, dense: Any = None, late: Any = None) -> dict[str, dict[str, Any]]:

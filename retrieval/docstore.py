@@ -6,6 +6,8 @@ gives random access without loading the collection into memory.
 
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
@@ -24,8 +26,8 @@ def write_docstore(path: Path, documents: Iterable[Document]) -> Iterator[Docume
     Raises InputError on a duplicate doc id.
     """
     con = sqlite3.connect(path)
-    con.execute(_SCHEMA)
     try:
+        con.execute(_SCHEMA)
         for docno, doc in enumerate(documents):
             try:
                 con.execute("INSERT INTO docs VALUES (?, ?, ?, ?)", (docno, doc.id, doc.title, doc.text))
@@ -34,8 +36,17 @@ def write_docstore(path: Path, documents: Iterable[Document]) -> Iterator[Docume
                                  "of the collection); doc ids must be unique") from None
             yield doc
         con.commit()
+    except sqlite3.OperationalError as e:  # the system refused a write: an OSError, as numpy's would be
+        raise _refused(e, path) from None
     finally:
         con.close()
+
+
+def _refused(error: sqlite3.OperationalError, path: Path) -> OSError:
+    """SQLite's error for a write the system refused, as an OSError naming the file."""
+    if getattr(error, "sqlite_errorcode", None) == getattr(sqlite3, "SQLITE_FULL", 13):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    return OSError(errno.EIO, f"cannot write the doc store ({error})", str(path))
 
 
 class DocStore:

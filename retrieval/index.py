@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -37,13 +37,16 @@ SPILL_DIR = "spill"  # runs of postings while building (deleted before the index
 
 def build_index(documents: Iterable[Document], path: str | Path, source: str = "",
                 analyzer: Analyzer | None = None, progress: bool = True,
-                workers: int = 1, force: bool = False) -> dict[str, Any]:
+                workers: int = 1, force: bool = False,
+                then: Callable[[Path], object] | None = None) -> dict[str, Any]:
     """Build doc store + inverted index at `path` atomically; returns the manifest.
 
     An existing index at `path` is replaced only once the new one is complete.
     `workers` > 1 analyses text in that many processes (same index, faster).
     Anything else at `path` (a file, a directory that is not an index) is refused
-    unless `force`.
+    unless `force`. `then(directory)` adds to the complete index while it is
+    still in its temporary directory (dense and late parts), so that a failure
+    there leaves what was at `path` as it was.
     """
     analyzer = analyzer or Analyzer()
     path = Path(path)
@@ -75,6 +78,9 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
                                    "files": storage.checksum_tree(tmp / "inverted", "inverted/")}},
         }
         storage.write_json_atomic(tmp / storage.MANIFEST, manifest)
+        if then is not None:
+            then(tmp)
+            manifest = storage.read_manifest(tmp)
     return manifest
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import hashlib
+import io
 import json
 import mmap as mmap_module
 import os
@@ -215,6 +217,28 @@ def _forget_part(target: Path) -> None:
         write_json_atomic(path, manifest)
 
 
+# what the system can refuse a write for; libraries (FAISS, safetensors) say it only in their message
+_REFUSALS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS, errno.EACCES)
+
+
+@contextlib.contextmanager
+def naming(path: str | Path) -> Iterator[None]:
+    """Make a write to `path` the system refused an OSError naming `path`: Python's file writes
+    leave the name out (a full disk would be a bare "No space left on device"), and FAISS and
+    safetensors raise their own errors with the reason in the message."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is not None or e.errno is None:
+            raise
+        raise OSError(e.errno, e.strerror, str(path)) from None
+    except Exception as e:
+        code = next((c for c in _REFUSALS if os.strerror(c) in str(e)), None)
+        if code is None:
+            raise
+        raise OSError(code, os.strerror(code), str(path)) from None
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write a file whole or not at all (temp file + fsync + rename)."""
     path = Path(path)
@@ -225,7 +249,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=path.parent)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600
     try:
-        with os.fdopen(fd, "wb") as f:
+        with naming(path), os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -412,9 +436,39 @@ def add_part(index_dir: Path, name: str, entry: dict[str, Any], built: Path) -> 
     write_json_atomic(Path(index_dir) / MANIFEST, manifest)
 
 
+def reserve(path: Path, size: int) -> None:
+    """Claim `size` bytes of disk for the file at `path` now, so that a full disk is an OSError naming
+    the file here, not a bus error (SIGBUS) in a memory-mapped write or numpy's errno-less "N requested
+    and M written" later. Where the file system cannot reserve, nothing is claimed."""
+    if size <= 0 or not hasattr(os, "posix_fallocate"):
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+            raise OSError(e.errno, e.strerror, str(path)) from None
+    finally:
+        os.close(fd)
+
+
+def new_array(path: Path, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """A new .npy file, memory-mapped for writing, its disk space claimed up front (reserve)."""
+    with naming(path):  # open_memmap writes the header and the last byte
+        array = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
+    reserve(path, array.offset + array.nbytes)
+    return array
+
+
 def save_array(path: Path, array: np.ndarray) -> None:
-    """Store an array as .npy (never pickled)."""
-    np.save(path, np.ascontiguousarray(array), allow_pickle=False)
+    """Store an array as .npy (never pickled), its disk space claimed first (reserve)."""
+    array = np.ascontiguousarray(array)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
+    reserve(path, header.tell() + array.nbytes)
+    with naming(path), open(path, "r+b") as f:  # not "wb": truncating would give the claimed space back
+        np.save(f, array, allow_pickle=False)
+        f.truncate()
 
 
 def load_array(path: Path, mmap: bool = True) -> np.ndarray:

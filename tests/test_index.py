@@ -39,6 +39,70 @@ def test_failed_build_keeps_previous_index(tiny_docs, tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp dirs left
 
 
+def test_failed_part_keeps_previous_index_whole(tiny_docs, tmp_path):
+    """`index --dense --late` is one atomic build: a part that fails leaves the old index as it was."""
+    from retrieval.building import build_with_parts
+
+    build_index(read_documents(tiny_docs), tmp_path / "idx", progress=False)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "idx").iterdir() if p.is_file()}
+
+    class FailingDense:  # fails once the new inverted index is complete, as a full disk would
+        @property
+        def encoder(self):
+            raise RuntimeError("the dense part failed")
+
+    with pytest.raises(RuntimeError, match="dense part failed"):
+        build_with_parts([Document("n1", "", "new text")], tmp_path / "idx", source="x",
+                         analyzer=Index.open(tmp_path / "idx").analyzer, dense=FailingDense())
+    assert {p.name: p.read_bytes() for p in (tmp_path / "idx").iterdir() if p.is_file()} == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp dirs left
+
+
+def test_a_full_disk_is_an_oserror_naming_the_file(tmp_path, monkeypatch):
+    """Space is claimed before writing (no SIGBUS in a mapped write, no numpy "N requested and M
+    written"); SQLite's "database or disk is full" becomes the same OSError."""
+    import errno
+    import sqlite3
+
+    from retrieval.docstore import write_docstore
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(storage.os, "posix_fallocate", full)
+        for write in (lambda p: storage.save_array(p, np.arange(10)),
+                      lambda p: storage.new_array(p, np.int32, (10,))):
+            with pytest.raises(OSError) as caught:
+                write(tmp_path / "a.npy")
+            assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(tmp_path / "a.npy"))
+    connect = sqlite3.connect
+
+    def small_disk(*args, **kwargs):
+        con = connect(*args, **kwargs)
+        con.execute("PRAGMA max_page_count = 2")  # SQLite's own "database or disk is full"
+        return con
+
+    monkeypatch.setattr(sqlite3, "connect", small_disk)
+    with pytest.raises(OSError) as caught:
+        list(write_docstore(tmp_path / "docs.sqlite", (Document(f"d{i}", "", "x" * 500) for i in range(50))))
+    assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(tmp_path / "docs.sqlite"))
+
+
+def test_naming_turns_a_library_write_failure_into_an_oserror(tmp_path):
+    import errno
+
+    with pytest.raises(OSError) as caught, storage.naming(tmp_path / "f"):
+        raise RuntimeError("Error: 'ret == (size * 4)' failed: write error in f: 1 != 4 (No space left on"
+                           " device)")  # what faiss.write_index raises
+    assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(tmp_path / "f"))
+    with pytest.raises(RuntimeError), storage.naming(tmp_path / "f"):
+        raise RuntimeError("a bug, not the system refusing a write")
+    with pytest.raises(OSError) as caught, storage.naming(tmp_path / "f"), open(tmp_path / "g", "w"):
+        raise OSError(errno.ENOSPC, "No space left on device")  # Python's writes name no file
+    assert caught.value.filename == str(tmp_path / "f")
+
+
 def test_duplicate_doc_ids_rejected(tmp_path):
     docs = [Document("a", "", "x"), Document("a", "", "y")]
     with pytest.raises(InputError, match="duplicate document id 'a'"):

@@ -98,8 +98,8 @@ def test_deleted_documents_are_never_returned_or_read(cacm, tmp_path):
 
 
 def test_failed_update_leaves_the_index_as_it_was(cacm, tmp_path, monkeypatch):
-    """An error after the new segment is written (before the manifest switch) changes nothing;
-    the orphaned segment is removed by the next update."""
+    """An error after the new segment is written (before the manifest switch) changes nothing:
+    the segment it wrote is removed at once, and the next update works."""
     docs, topics = cacm
     path = tmp_path / "i"
     build_index(docs[:300], path, progress=False)
@@ -113,12 +113,12 @@ def test_failed_update_leaves_the_index_as_it_was(cacm, tmp_path, monkeypatch):
     with pytest.raises(OSError):
         add_documents(path, docs[400:500], progress=False)
     assert (path / "manifest.json").read_bytes() == manifest and runs(path, topics) == before
-    orphan = path / "shard-002"
-    assert orphan.is_dir()
+    assert not (path / "shard-002").exists() and not list(path.glob(".*tmp-*"))
+    generation = json.loads(manifest)["live"]["generation"]  # the only one left: the new one is gone
+    assert [p.name for p in path.glob("gen-*")] == [f"gen-{generation:06d}"]
     monkeypatch.undo()
     add_documents(path, docs[400:450], progress=False)
-    assert not orphan.exists() or json.loads((path / "manifest.json").read_text())["shards"][-1]["name"] \
-        == "shard-002"
+    assert json.loads((path / "manifest.json").read_text())["shards"][-1]["name"] == "shard-002"
     assert not list(tmp_path.glob(".i.tmp-*"))
 
 

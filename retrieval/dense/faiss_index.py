@@ -115,7 +115,8 @@ def write_dense_part(index_dir: Path, doc_ids: Sequence[str], vectors: np.ndarra
     index, used = build_faiss(vectors, index_type, params)
     target = Path(index_dir) / PART
     with storage.atomic_directory(target) as tmp:
-        faiss.write_index(index, str(tmp / INDEX_FILE))
+        with storage.naming(tmp / INDEX_FILE):
+            faiss.write_index(index, str(tmp / INDEX_FILE))
         storage.save_array(tmp / DOC_IDS_FILE, np.asarray([str(d) for d in doc_ids], dtype=str))
     entry = dict(model, index_type=index_type, params=used, count=len(doc_ids))
     storage.add_part(index_dir, PART, entry, target)

@@ -63,15 +63,17 @@ class StoreWriter:
     def add(self, embeddings: np.ndarray) -> None:
         """Append the next document's (tokens, dim) float32 embeddings."""
         rows, scale = compress(embeddings, self.compression)
-        self.rows.write(rows.tobytes())
+        with storage.naming(self.rows.name):
+            self.rows.write(rows.tobytes())
         self.lengths.append(len(embeddings))
         if scale is not None:
             self.scales.append(scale)
 
     def close(self) -> int:
         """Write the .npy arrays; returns the number of tokens stored."""
-        self.rows.close()
         raw_path = self.directory / "embeddings.raw"
+        with storage.naming(raw_path):
+            self.rows.close()
         dtype = np.float16 if self.compression == "fp16" else np.int8
         storage.save_array(self.directory / "embeddings.npy",
                            np.fromfile(raw_path, dtype=dtype).reshape(-1, self.dim))

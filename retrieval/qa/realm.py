@@ -25,7 +25,7 @@ from retrieval.local_models import resolve_model_dir
 from retrieval.qa.metrics import normalize_answer
 from retrieval.qa.reader import SpanReader
 from retrieval.qa.squad import Example
-from retrieval.storage import atomic_directory, is_model_dir
+from retrieval.storage import atomic_directory, is_model_dir, naming
 
 
 def gold_probability(reader: SpanReader, question: str, contexts: Sequence[str],
@@ -67,7 +67,7 @@ class QueryEncoder(torch.nn.Module):
 
     def save(self, path: Path, info: dict) -> None:
         """Atomically write the encoder (safetensors), tokenizer and training info."""
-        with atomic_directory(Path(path), is_model_dir) as tmp:
+        with atomic_directory(Path(path), is_model_dir) as tmp, naming(path):
             self.model.save_pretrained(tmp, safe_serialization=True)
             self.tokenizer.save_pretrained(tmp)
             (tmp / "training.json").write_text(json.dumps(info, indent=2) + "\n")

@@ -33,7 +33,7 @@ from retrieval.errors import InputError
 from retrieval.local_models import model_name, resolve_model_dir
 from retrieval.qa.features import MAX_LENGTH, STRIDE, Window, make_windows
 from retrieval.qa.squad import Example, exclude_paragraphs, read_squad
-from retrieval.storage import atomic_directory, is_model_dir
+from retrieval.storage import atomic_directory, is_model_dir, naming
 
 
 def training_windows(tokenizer, examples: Sequence[Example], max_length: int = MAX_LENGTH,
@@ -119,7 +119,7 @@ def save_checkpoint(model, tokenizer, path: Path, info: dict) -> None:
     """Atomically write fp16 safetensors + config + tokenizer files + training info."""
     from safetensors.torch import save_file
 
-    with atomic_directory(Path(path), is_model_dir) as tmp:
+    with atomic_directory(Path(path), is_model_dir) as tmp, naming(path):
         state = {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()}
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         model.config.save_pretrained(tmp)

@@ -48,6 +48,22 @@ UNCHANGED_PART_KEYS = ("files", "built")  # a native part's per-directory bookke
 
 
 @contextlib.contextmanager
+def updating(path: Path) -> Iterator[None]:
+    """Hold the update lock for the block; if the update fails, remove the segments and generation
+    it wrote, which no manifest names yet, so the index is left as it was (converted to a live
+    index, if this was its first update)."""
+    with update_lock(path):
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(InputError, OSError):
+                live = storage.read_manifest(path).get("live")
+                if live is not None:
+                    remove_retired(path, generation_name(live["generation"]))
+            raise
+
+
+@contextlib.contextmanager
 def update_lock(path: Path) -> Iterator[None]:
     """Hold the index's update lock (a file beside it) for the block; one writer at a time."""
     storage.read_manifest(Path(path))  # no lock file beside something that is not an index
@@ -75,7 +91,7 @@ def add_documents(path: str | Path, documents: Iterable[Document], *, source: st
     docs = list(documents)
     if not docs:
         raise InputError("no documents to add", source or None)
-    with update_lock(Path(path)):
+    with updating(Path(path)):
         known = live_ids(Path(path))
         clashes = [d.id for d in docs if d.id in known]
         if clashes:
@@ -97,7 +113,7 @@ def delete_documents(path: str | Path, doc_ids: Iterable[str], source: str = "")
     wanted = list(dict.fromkeys(doc_ids))
     if not wanted:
         raise InputError("no document ids to delete", source or None)
-    with update_lock(Path(path)):
+    with updating(Path(path)):
         known = live_ids(Path(path))
         unknown = [d for d in wanted if d not in known]
         if unknown:
@@ -119,7 +135,7 @@ def delete_documents(path: str | Path, doc_ids: Iterable[str], source: str = "")
 def optimize(path: str | Path, progress: bool = True, precision: str | None = None,
              late_model: Any = None) -> dict[str, Any]:
     """Merge every segment's live documents into one segment (deleted ones dropped); the manifest."""
-    with update_lock(Path(path)):
+    with updating(Path(path)):
         manifest = live_manifest(Path(path))
         writer = SegmentWriter(Path(path), manifest, precision, late_model, progress)
         docs = writer.live_documents(current_segments(writer.index))
@@ -150,14 +166,16 @@ class SegmentWriter:
         """Build `docs` into the next segment; (its name, no deleted docnos)."""
         name = shard_name(self.next)
         self.next += 1
-        seg = self.path / name
-        build_index(docs, seg, source=source, analyzer=self.index.analyzer,
-                    progress=self.progress)  # duplicate ids within `docs` are refused here
+        build_index(docs, self.path / name, source=source, analyzer=self.index.analyzer,
+                    progress=self.progress, then=lambda built: self._add_parts(docs, built))
+        return name, np.zeros(0, dtype=np.int64)  # duplicate ids within `docs` were refused above
+
+    def _add_parts(self, docs: list[Document], segment: Path) -> None:
+        """Encode the segment's dense and late parts (into the segment before it is in place)."""
         if self.dense is not None:
-            self.dense.write(docs, [docs], [seg])
+            self.dense.write(docs, [docs], [segment])
         if self.late is not None:
-            self.late.write(docs, [docs], [seg], self.progress)
-        return name, np.zeros(0, dtype=np.int64)
+            self.late.write(docs, [docs], [segment], self.progress)
 
     def live_documents(self, segments: list[tuple[str, np.ndarray]]) -> list[Document]:
         """The documents of `segments` that are not deleted, in doc id order."""

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.lib.format import open_memmap
 
 from retrieval.errors import InputError
-from retrieval.storage import load_array, release_pages, save_array
+from retrieval.storage import load_array, new_array, release_pages, save_array
 
 
 def term_ranges(indptr: np.ndarray, postings: int) -> list[tuple[int, int]]:
@@ -107,8 +106,8 @@ class InvertedIndexBuilder:
         indptr = np.zeros(len(terms) + 1, dtype=np.int64)
         np.cumsum(df, out=indptr[1:])
         total = int(indptr[-1])
-        docnos = open_memmap(out / "docnos.npy", mode="w+", dtype=np.int32, shape=(total,))
-        tfs = open_memmap(out / "tfs.npy", mode="w+", dtype=np.int32, shape=(total,))
+        docnos = new_array(out / "docnos.npy", np.int32, (total,))
+        tfs = new_array(out / "tfs.npy", np.int32, (total,))
         cursor = indptr[:-1].copy()
         for run_terms, run_docs, run_tfs in self._all_runs():  # scatter each run to its terms' slots
             ids = remap[run_terms]

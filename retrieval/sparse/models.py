@@ -21,13 +21,12 @@ from pathlib import Path
 
 import numpy as np
 from numba import vectorize
-from numpy.lib.format import open_memmap
 
 from retrieval.errors import InputError
 from retrieval.sparse.codebook import Impacts, encode
 from retrieval.sparse.inverted import InvertedIndex, term_ranges
 from retrieval.sparse.lucene_norms import quantised_lengths
-from retrieval.storage import load_array, release_pages, save_array
+from retrieval.storage import load_array, naming, new_array, release_pages, save_array
 
 
 @vectorize(["float64(float64)"], cache=True)
@@ -201,14 +200,15 @@ def write_impacts(path: Path, model: ImpactModel) -> None:
     release_pages(index.docnos, index.tfs)  # opening checks every posting; keep none resident
 
     def codes_file(dtype: type) -> np.ndarray:
-        return open_memmap(path / CODES_FILE, mode="w+", dtype=dtype, shape=(len(index.docnos),))
+        return new_array(path / CODES_FILE, dtype, (len(index.docnos),))
 
     impacts = model.encoded(index, codes_for=codes_file)
     impacts.codes.flush()
     save_array(path / TABLE_FILE, impacts.table)
     save_array(path / BASES_FILE, impacts.bases)
     del impacts
-    (path / IMPACTS_MODEL_FILE).write_text(json.dumps(model.key, sort_keys=True) + "\n")
+    with naming(path / IMPACTS_MODEL_FILE):
+        (path / IMPACTS_MODEL_FILE).write_text(json.dumps(model.key, sort_keys=True) + "\n")
 
 
 def impacts_for(model: ImpactModel, index: InvertedIndex,
