@@ -14,6 +14,7 @@ cannot use the store.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,41 +50,57 @@ def decompress(rows: np.ndarray, scales: np.ndarray | None) -> np.ndarray:
 
 
 class StoreWriter:
-    """Writes a store's arrays into a directory, one document's token embeddings at a time."""
+    """Writes a store's arrays into a directory, one document's token embeddings at a time.
+
+    The rows go straight into embeddings.npy behind a header slot that is filled in once the
+    number of rows is known, so neither memory nor disk ever holds the store twice.
+    """
+
+    HEADER = 128  # bytes of a .npy version 1.0 header for any 2-D float16 or int8 array
 
     def __init__(self, directory: Path, compression: str, dim: int):
         if compression not in COMPRESSIONS:
             raise InputError(f"unknown compression {compression!r}; expected one of "
                              + ", ".join(COMPRESSIONS))
         self.directory, self.compression, self.dim = Path(directory), compression, dim
-        self.rows = open(self.directory / "embeddings.raw", "wb")  # noqa: SIM115 (closed in close())
+        self.path = self.directory / "embeddings.npy"
+        self.rows = open(self.path, "wb")  # noqa: SIM115 (closed in close())
+        with storage.naming(self.path):
+            self.rows.write(bytes(self.HEADER))
         self.scales: list[np.ndarray] = []
         self.lengths: list[int] = []
 
     def add(self, embeddings: np.ndarray) -> None:
         """Append the next document's (tokens, dim) float32 embeddings."""
         rows, scale = compress(embeddings, self.compression)
-        with storage.naming(self.rows.name):
+        with storage.naming(self.path):
             self.rows.write(rows.tobytes())
         self.lengths.append(len(embeddings))
         if scale is not None:
             self.scales.append(scale)
 
-    def close(self) -> int:
-        """Write the .npy arrays; returns the number of tokens stored."""
-        raw_path = self.directory / "embeddings.raw"
-        with storage.naming(raw_path):
-            self.rows.close()
+    def _header(self, tokens: int) -> bytes:
+        """The .npy header np.save writes for a (tokens, dim) array of the stored type."""
         dtype = np.float16 if self.compression == "fp16" else np.int8
-        storage.save_array(self.directory / "embeddings.npy",
-                           np.fromfile(raw_path, dtype=dtype).reshape(-1, self.dim))
-        raw_path.unlink()
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                                      "fortran_order": False, "shape": (tokens, self.dim)})
+        if header.tell() != self.HEADER:
+            raise RuntimeError(f"a .npy header of {header.tell()} bytes, not {self.HEADER}")
+        return header.getvalue()
+
+    def close(self) -> int:
+        """Fill in the header, write the other arrays; returns the number of tokens stored."""
+        tokens = int(sum(self.lengths))
+        with storage.naming(self.path), self.rows:
+            self.rows.seek(0)
+            self.rows.write(self._header(tokens))
         storage.save_array(self.directory / "offsets.npy",
                            np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64))
         if self.compression == "int8":
             storage.save_array(self.directory / "scales.npy", np.concatenate(self.scales) if self.scales
                                else np.zeros(0, np.float16))
-        return int(sum(self.lengths))
+        return tokens
 
 
 def store_entry(model: LateModel, compression: str, tokens: int, part_dir: Path) -> dict[str, Any]:
