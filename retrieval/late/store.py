@@ -89,14 +89,18 @@ class StoreWriter:
             raise RuntimeError(f"a .npy header of {header.tell()} bytes, not {self.HEADER}")
         return header.getvalue()
 
-    def close(self) -> int:
-        """Fill in the header, write the other arrays; returns the number of tokens stored."""
+    def close(self, offsets: np.ndarray | None = None) -> int:
+        """Fill in the header, write the other arrays; returns the number of tokens stored.
+        `offsets` (default: one document per add) is for rows added in chunks of any size."""
         tokens = int(sum(self.lengths))
+        if offsets is None:
+            offsets = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
+        if int(offsets[-1]) != tokens:
+            raise ValueError(f"offsets end at {int(offsets[-1])}, but {tokens} rows were added")
         with storage.naming(self.path), self.rows:
             self.rows.seek(0)
             self.rows.write(self._header(tokens))
-        storage.save_array(self.directory / "offsets.npy",
-                           np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64))
+        storage.save_array(self.directory / "offsets.npy", offsets)
         if self.compression == "int8":
             storage.save_array(self.directory / "scales.npy", np.concatenate(self.scales) if self.scales
                                else np.zeros(0, np.float16))
@@ -199,21 +203,12 @@ def convert_late(index: Index | str | Path, compression: str) -> dict[str, Any]:
     store = LateStore(index)
     entry = dict(store.entry)
     with storage.atomic_directory(index.path / PART) as tmp:
-        out, scales = [], []
-        for start in range(0, len(store.embeddings), 1 << 18):
+        writer = StoreWriter(tmp, compression, store.embeddings.shape[1])
+        for start in range(0, len(store.embeddings), 1 << 18):  # a chunk of rows at a time
             rows = slice(start, start + (1 << 18))
-            x = decompress(store.embeddings[rows], None if store.scales is None else store.scales[rows])
-            r, s = compress(x, compression)
-            out.append(r)
-            if s is not None:
-                scales.append(s)
-        dim = store.embeddings.shape[1]
-        storage.save_array(tmp / "embeddings.npy", np.concatenate(out) if out else
-                           np.zeros((0, dim), np.float16 if compression == "fp16" else np.int8))
-        storage.save_array(tmp / "offsets.npy", store.offsets)
-        if compression == "int8":
-            storage.save_array(tmp / "scales.npy",
-                               np.concatenate(scales) if scales else np.zeros(0, np.float16))
+            scales = None if store.scales is None else store.scales[rows]
+            writer.add(decompress(store.embeddings[rows], scales))
+        writer.close(offsets=np.asarray(store.offsets, dtype=np.int64))
     size = sum(p.stat().st_size for p in (index.path / PART).iterdir())
     for key in ("built", "files"):
         entry.pop(key, None)
