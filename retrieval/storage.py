@@ -436,37 +436,43 @@ def add_part(index_dir: Path, name: str, entry: dict[str, Any], built: Path) -> 
     write_json_atomic(Path(index_dir) / MANIFEST, manifest)
 
 
-def reserve(path: Path, size: int) -> None:
-    """Claim `size` bytes of disk for the file at `path` now, so that a full disk is an OSError naming
-    the file here, not a bus error (SIGBUS) in a memory-mapped write or numpy's errno-less "N requested
-    and M written" later. Where the file system cannot reserve, nothing is claimed."""
+def reserve(file: Any, size: int, path: Path) -> None:
+    """Claim `size` bytes of disk for the open `file` (at `path`) now, so that a full disk is an
+    OSError naming the file here, not a bus error (SIGBUS) in a memory-mapped write or numpy's
+    errno-less "N requested and M written" later. Where the file system cannot reserve, nothing is
+    claimed."""
     if size <= 0 or not hasattr(os, "posix_fallocate"):
         return
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
     try:
-        os.posix_fallocate(fd, 0, size)
+        os.posix_fallocate(file.fileno(), 0, size)
     except OSError as e:
         if e.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
             raise OSError(e.errno, e.strerror, str(path)) from None
-    finally:
-        os.close(fd)
+
+
+def npy_header(dtype: Any, shape: tuple[int, ...]) -> bytes:
+    """The header np.save writes before a C-ordered array of this type and shape."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                                  "fortran_order": False, "shape": tuple(shape)})
+    return header.getvalue()
 
 
 def new_array(path: Path, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
     """A new .npy file, memory-mapped for writing, its disk space claimed up front (reserve)."""
     with naming(path):  # open_memmap writes the header and the last byte
         array = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
-    reserve(path, array.offset + array.nbytes)
+        with open(path, "r+b") as f:
+            reserve(f, array.offset + array.nbytes, path)
     return array
 
 
 def save_array(path: Path, array: np.ndarray) -> None:
     """Store an array as .npy (never pickled), its disk space claimed first (reserve)."""
     array = np.ascontiguousarray(array)
-    header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
-    reserve(path, header.tell() + array.nbytes)
-    with naming(path), open(path, "r+b") as f:  # not "wb": truncating would give the claimed space back
+    # "r+b" on a created file, not "wb": truncating would give the claimed space back
+    with naming(path), os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o666), "r+b") as f:
+        reserve(f, len(npy_header(array.dtype, array.shape)) + array.nbytes, path)
         np.save(f, array, allow_pickle=False)
         f.truncate()
 

@@ -89,6 +89,17 @@ def test_a_full_disk_is_an_oserror_naming_the_file(tmp_path, monkeypatch):
     assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(tmp_path / "docs.sqlite"))
 
 
+def test_arrays_are_written_where_space_cannot_be_claimed(tmp_path, monkeypatch):
+    """Without posix_fallocate (macOS), save_array and new_array still create their files."""
+    monkeypatch.delattr(storage.os, "posix_fallocate")
+    storage.save_array(tmp_path / "a.npy", np.arange(5))
+    mapped = storage.new_array(tmp_path / "b.npy", np.int32, (3,))
+    mapped[:] = 7
+    mapped.flush()
+    assert np.load(tmp_path / "a.npy").tolist() == [0, 1, 2, 3, 4]
+    assert np.load(tmp_path / "b.npy").tolist() == [7, 7, 7]
+
+
 def test_naming_turns_a_library_write_failure_into_an_oserror(tmp_path):
     import errno
 

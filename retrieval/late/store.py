@@ -14,7 +14,6 @@ cannot use the store.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -81,13 +80,10 @@ class StoreWriter:
 
     def _header(self, tokens: int) -> bytes:
         """The .npy header np.save writes for a (tokens, dim) array of the stored type."""
-        dtype = np.float16 if self.compression == "fp16" else np.int8
-        header = io.BytesIO()
-        np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
-                                                      "fortran_order": False, "shape": (tokens, self.dim)})
-        if header.tell() != self.HEADER:
-            raise RuntimeError(f"a .npy header of {header.tell()} bytes, not {self.HEADER}")
-        return header.getvalue()
+        header = storage.npy_header(np.float16 if self.compression == "fp16" else np.int8, (tokens, self.dim))
+        if len(header) != self.HEADER:
+            raise RuntimeError(f"a .npy header of {len(header)} bytes, not {self.HEADER}")
+        return header
 
     def close(self, offsets: np.ndarray | None = None) -> int:
         """Fill in the header, write the other arrays; returns the number of tokens stored.
