@@ -41,7 +41,7 @@ CASES = {
 }
 
 DRIVER = r'''
-import json, os, re, random, shutil, signal, subprocess, sys, tempfile
+import json, os, re, random, shutil, signal, subprocess, sys
 from pathlib import Path
 
 case, root, points = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
@@ -162,8 +162,7 @@ written = sum((disk / rel).stat().st_size for rel, digest in snapshot().items()
 results = []
 top = 2 * written + 65536  # a replace holds the old output and the new at once
 for i in range(points):
-    reset()
-    before = snapshot()
+    reset()  # the disk as prepared_files says
     room = top * i // max(points - 1, 1)
     filler = disk / "filler"
     size = (free() - room) // 4096 * 4096
@@ -192,7 +191,7 @@ for i in range(points):
         outcome = "unclear"  # not one line naming the file on this disk
         lines = [" | ".join(lines)]
     else:
-        outcome = "error" if snapshot() == before else "leftover"
+        outcome = "error" if snapshot() == prepared_files else "leftover"
     results.append({"free": room, "outcome": outcome, "message": lines[-1] if lines else ""})
 print(json.dumps({"written": written, "results": results}))
 '''
