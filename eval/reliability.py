@@ -39,7 +39,7 @@ for _path in (ROOT, ROOT / "eval"):  # the package, and crash_cases beside this 
 import crash_cases  # noqa: E402
 
 from retrieval.errors import InputError  # noqa: E402
-from retrieval.formats import beir, html, read_documents, read_topics, smart, trec  # noqa: E402
+from retrieval.formats import html, jsonl, read_documents, read_topics, smart, trec  # noqa: E402
 from retrieval.types import Document, Qrels, Queries, Run  # noqa: E402
 
 RESULTS = ROOT / "eval" / "results" / "reliability.md"
@@ -86,6 +86,8 @@ RUN = (b"1 Q0 CACM-1410 1 12.5 bm25\n1 Q0 CACM-1572 2 11.25 bm25\n"
 BEIR_CORPUS = (b'{"_id": "d1", "title": "Cats", "text": "The cat sat on the mat."}\n'
                b'{"_id": 2, "title": "", "text": "Dogs chase cats."}\n'
                b'{"_id": "d3", "text": "no title here \\u00e9"}\n')
+ANSERINI_JSON = (b'{"id": "doc1", "contents": "The cat sat on the mat."}\n'
+                 b'{"id": 2, "contents": "Dogs chase cats \\u00e9", "url": "http://x"}\n')
 BEIR_QUERIES = (b'{"_id": "1", "text": "0-dimensional biomaterials show inductive properties."}\n'
                 b'{"_id": "3", "text": "1,000 genes are expressed", "metadata": {}}\n')
 SMART_DOCS = b""".I 1
@@ -228,11 +230,13 @@ READERS = [
     Reader("TREC qrels", trec.read_qrels, QRELS_TREC, "qrels.txt", Qrels),
     Reader("BEIR qrels TSV", trec.read_qrels, QRELS_BEIR, "test.tsv", Qrels),
     Reader("TREC run", trec.read_run, RUN, "run.txt", Run),
-    Reader("BEIR corpus JSONL", lambda p: list(beir.read_beir_corpus(p)), BEIR_CORPUS, "corpus.jsonl",
+    Reader("BEIR corpus JSONL", lambda p: list(jsonl.read_jsonl_documents(p)), BEIR_CORPUS, "corpus.jsonl",
            list),
-    Reader("BEIR corpus .jsonl.gz", lambda p: list(beir.read_beir_corpus(p)),
+    Reader("BEIR corpus .jsonl.gz", lambda p: list(jsonl.read_jsonl_documents(p)),
            gzip.compress(BEIR_CORPUS, mtime=0), "corpus.jsonl.gz", list),
-    Reader("BEIR queries JSONL", beir.read_beir_queries, BEIR_QUERIES, "queries.jsonl", Queries),
+    Reader("Anserini JsonCollection", lambda p: list(jsonl.read_jsonl_documents(p)), ANSERINI_JSON,
+           "docs.jsonl", list),
+    Reader("BEIR queries JSONL", jsonl.read_beir_queries, BEIR_QUERIES, "queries.jsonl", Queries),
     Reader("SMART documents", lambda p: list(smart.read_smart_documents(p)), SMART_DOCS, "cran.all.1400",
            list),
     Reader("SMART queries", smart.read_smart_queries, SMART_QUERIES, "cran.qry", Queries),

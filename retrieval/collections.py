@@ -20,8 +20,8 @@ from pathlib import Path
 
 from retrieval.errors import InputError
 from retrieval.formats import read_documents, read_qrels, read_topics
-from retrieval.formats.beir import read_beir_corpus, read_beir_queries
 from retrieval.formats.html import read_html_tarball
+from retrieval.formats.jsonl import read_beir_queries, read_jsonl_documents
 from retrieval.formats.smart import read_cranfield_qrels, read_smart_documents, read_smart_queries
 from retrieval.formats.textfile import check_id, decode
 from retrieval.formats.trec import check_topic_field, read_trec_documents, read_trec_topics
@@ -91,7 +91,7 @@ COLLECTIONS: dict[str, Collection] = {
     ),
     "scifact": Collection(
         "scifact",
-        documents=lambda root: read_beir_corpus(root / "corpus.jsonl.gz"),
+        documents=lambda root: read_jsonl_documents(root / "corpus.jsonl.gz"),
         topics={s: (lambda root, s=s: _beir_split(root, s)) for s in ("test", "train")},
         qrels={s: (lambda root, s=s: read_qrels(root / "qrels" / f"{s}.tsv")) for s in ("test", "train")},
         remove_query_ids=True,

@@ -68,6 +68,50 @@ def test_beir_corpus_gz_and_errors(tmp_path):
         list(read_documents(bad))
 
 
+def test_anserini_json_collection_file_and_pyserini_directory(tmp_path):
+    """Anserini's JsonCollection records ({"id", "contents"}, other fields not indexed) read as
+    documents; a directory of such files (pyserini's --input) is read in sorted path order,
+    gzipped and nested files included, hidden files skipped."""
+    (tmp_path / "c" / "sub").mkdir(parents=True)
+    write(tmp_path, "c/b.jsonl", '{"id": "d2", "contents": " second ", "url": "x"}\n'
+                                 '{"id": 3, "contents": "third"}\n')
+    (tmp_path / "c" / "sub" / "a.jsonl.gz").write_bytes(gzip.compress(b'{"id": "d1", "contents": "first"}\n'))
+    write(tmp_path, "c/.hidden.jsonl", "not json")
+    write(tmp_path, "c/README", "ignored")
+    docs = list(read_documents(tmp_path / "c"))
+    assert [(d.id, d.contents) for d in docs] == [("d2", "second"), ("3", "third"), ("d1", "first")]
+    (doc,) = read_documents(write(tmp_path, "one.json", '{"id": "x", "contents": "y"}\n'))
+    assert (doc.id, doc.title, doc.contents) == ("x", "", "y")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('[{"id": "x", "contents": "y"}]\n', r"docs.json:1: a JSON array; expected one JSON object per line"),
+    ('[\n{"id": "x", "contents": "y"}\n]\n', r"docs.json:1: a JSON array"),
+    ('{"id": "x", "text": "no contents"}\n', r"docs.json:1: expected a \"contents\" string beside \"id\""),
+    ('{"id": "x", "contents": 5}\n', r"docs.json:1: field 'contents' must be a string"),
+    ('{"name": "x"}\n', r"docs.json:1: expected a JSON object with an \"_id\" \(BEIR\) or \"id\" and"),
+])
+def test_json_lines_errors_name_the_line(tmp_path, text, expected):
+    with pytest.raises(InputError, match=expected):
+        list(read_documents(write(tmp_path, "docs.json", text)))
+
+
+def test_collection_directory_must_hold_one_kind(tmp_path):
+    write(tmp_path, "a.html", "<html><body>x</body></html>")
+    write(tmp_path, "b.jsonl", '{"id": "b", "contents": "y"}\n')
+    with pytest.raises(InputError, match="both .html and JSON Lines files"):
+        read_documents(tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no .html or .jsonl/.json files"):
+        read_documents(tmp_path / "empty")
+
+
+def test_beir_queries_refuse_anserini_records(tmp_path):
+    expected = r"q.jsonl:1: expected a JSON object with an \"_id\" \(BEIR queries\)"
+    with pytest.raises(InputError, match=expected):
+        read_topics(write(tmp_path, "q.jsonl", '{"id": "1", "contents": "a query"}\n'))
+
+
 def test_invalid_utf8_and_nul_are_reported_with_line(tmp_path):
     with pytest.raises(InputError, match=r"u.jsonl:2: invalid UTF-8"):
         list(read_documents(write(tmp_path, "u.jsonl", b'{"_id":"1"}\n{"_id":"\xff"}\n', "wb")))

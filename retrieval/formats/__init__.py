@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from retrieval.errors import InputError
-from retrieval.formats.beir import read_beir_corpus, read_beir_queries
 from retrieval.formats.html import HTML_SUFFIXES, read_html_directory, read_html_tarball
+from retrieval.formats.jsonl import is_jsonl, read_beir_queries, read_jsonl_directory, read_jsonl_documents
 from retrieval.formats.smart import read_smart_documents, read_smart_queries
 from retrieval.formats.textfile import head_text
 from retrieval.formats.trec import (
@@ -31,9 +31,7 @@ def read_documents(path: str | Path) -> Iterator[Document]:
     """Documents from a file or directory in any supported format (sniffed)."""
     path = Path(path)
     if path.is_dir():
-        if any(p.suffix.lower() in HTML_SUFFIXES for p in path.rglob("*")):
-            return read_html_directory(path)
-        raise InputError("directory holds no .html files; pass a collection file instead", path)
+        return _read_directory(path)
     if not path.exists():
         raise InputError("collection file not found", path)
     name = path.name.lower()
@@ -42,14 +40,29 @@ def read_documents(path: str | Path) -> Iterator[Document]:
     if name.endswith((".html", ".htm")):
         return read_html_directory(path.parent)
     head = _head(path)
-    if name.endswith((".jsonl", ".jsonl.gz")) or head.startswith("{"):
-        return read_beir_corpus(path)
+    if is_jsonl(path) or head.startswith("{"):
+        return read_jsonl_documents(path)
     if head[:5].upper() == "<DOC>":
         return read_trec_documents(path)
     if head.startswith(".I"):
         return read_smart_documents(path)
-    raise InputError("unknown collection format; expected BEIR JSONL, TREC <DOC>, SMART .I "
-                     "or HTML files (a directory or .tar.gz)", path)
+    raise InputError("unknown collection format; expected JSON Lines (BEIR or Anserini), TREC <DOC>, "
+                     "SMART .I or HTML files (a directory or .tar.gz)", path)
+
+
+def _read_directory(path: Path) -> Iterator[Document]:
+    """A directory of HTML pages (Anserini's HtmlCollection) or of JSON Lines files (pyserini's
+    `--input`): whichever it holds, never both."""
+    files = [p for p in path.rglob("*") if not p.is_dir()]
+    html = any(p.suffix.lower() in HTML_SUFFIXES for p in files)
+    jsonl = any(is_jsonl(p) for p in files)
+    if html and jsonl:
+        raise InputError("directory holds both .html and JSON Lines files; expected one kind", path)
+    if html:
+        return read_html_directory(path)
+    if jsonl:
+        return read_jsonl_directory(path)
+    raise InputError("directory holds no .html or .jsonl/.json files; pass a collection file instead", path)
 
 
 def read_topics(path: str | Path, field: str = "title") -> Queries:

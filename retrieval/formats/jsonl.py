@@ -1,0 +1,91 @@
+"""JSON Lines collections: BEIR (`_id`, `title`, `text`; also queries.jsonl) and Anserini's
+JsonCollection (`id`, `contents`), one JSON object per line, as pyserini indexes them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from retrieval.errors import InputError
+from retrieval.formats.textfile import check_id, check_utf8, streamed_lines
+from retrieval.types import Document, Queries
+
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
+
+
+ARRAY = "a JSON array; expected one JSON object per line (JSON Lines: jq -c '.[]' converts an array)"
+EXPECTED = "expected a JSON object with an \"_id\" (BEIR) or \"id\" and \"contents\" (Anserini)"
+
+
+def _records(path: str | Path, expected: str = EXPECTED) -> Iterator[tuple[int, dict]]:
+    """(line number, record) for each line's JSON object whose id is a string or number and whose
+    text fields are strings."""
+    for n, line in streamed_lines(path):
+        try:
+            record = json.loads(line)
+        except ValueError as e:
+            if line.lstrip().startswith("["):
+                raise InputError(ARRAY, path, n) from None
+            raise InputError(f"invalid JSON ({e.args[0].split(':')[0]}); expected one JSON object"
+                             " per line", path, n) from None
+        except RecursionError:
+            raise InputError("invalid JSON (nested too deeply); expected one JSON object per line",
+                             path, n) from None
+        if isinstance(record, list):
+            raise InputError(ARRAY, path, n)
+        key = "_id" if isinstance(record, dict) and "_id" in record else "id"
+        if not isinstance(record, dict) or not isinstance(record.get(key), (str, int)):
+            raise InputError(expected, path, n)
+        fields = ("title", "text") if key == "_id" else ("contents",)
+        for field in fields:
+            if not isinstance(record.get(field, ""), str):
+                raise InputError(f"field {field!r} must be a string", path, n)
+            if "\\u" in line:  # an escape: it may be a lone surrogate
+                check_utf8(record.get(field, ""), f"field {field!r}", path, n)
+        yield n, record
+
+
+def read_jsonl_documents(path: str | Path) -> Iterator[Document]:
+    """Documents of a JSON Lines corpus: BEIR's contents = title + " " + text; Anserini's `contents`.
+
+    The record's id key says which: `_id` (BEIR) or `id` (Anserini's JsonCollection, whose
+    other fields are not indexed, as in Anserini's default generator).
+    """
+    for n, record in _records(path):
+        if "_id" in record:
+            yield Document(check_id(str(record["_id"]), "document _id", path, n),
+                           record.get("title", "").strip(), record.get("text", "").strip())
+        elif isinstance(record.get("contents"), str):
+            yield Document(check_id(str(record["id"]), "document id", path, n), "",
+                           record["contents"].strip())
+        else:
+            raise InputError("expected a \"contents\" string beside \"id\" (Anserini JsonCollection)",
+                             path, n)
+
+
+def read_jsonl_directory(path: str | Path) -> Iterator[Document]:
+    """Documents of every JSON Lines file under a directory (pyserini's `--input` layout), in sorted
+    path order."""
+    for file in sorted(p for p in Path(path).rglob("*") if is_jsonl(p)):
+        yield from read_jsonl_documents(file)
+
+
+def is_jsonl(path: Path) -> bool:
+    """Whether a file's name marks it as JSON Lines (.jsonl, .json, either gzipped)."""
+    return path.name.lower().endswith(JSONL_SUFFIXES) and not path.name.startswith(".")
+
+
+def read_beir_queries(path: str | Path) -> Queries:
+    """Queries of a BEIR queries.jsonl."""
+    queries = Queries()
+    for n, record in _records(path, "expected a JSON object with an \"_id\" (BEIR queries)"):
+        if "_id" not in record:
+            raise InputError("expected a JSON object with an \"_id\" (BEIR queries)", path, n)
+        qid, text = check_id(str(record["_id"]), "query _id", path, n), record.get("text", "")
+        if qid in queries:
+            raise InputError(f"duplicate query id {qid!r}", path, n)
+        if not text.strip():
+            raise InputError(f"query {qid!r} is empty", path, n)
+        queries[qid] = text
+    return queries
