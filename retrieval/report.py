@@ -330,7 +330,8 @@ def html_page(outcome: Outcome, files: dict[str, tuple[str, bytes]]) -> str:
 
 
 def write_report(outcome: Outcome) -> tuple[Path, Path]:
-    """Write report.md (+ plots/*.png) and the self-contained report.html; return both paths.
+    """Write report.md (+ plots/*.png), the self-contained report.html and results.json, as one set
+    (all or none replaced); return the two reports' paths.
 
     When nothing the report shows has changed since the last time, the files are kept as
     they are (drawing the plots is the slowest part of a re-run).
@@ -344,12 +345,10 @@ def write_report(outcome: Outcome) -> tuple[Path, Path]:
     if md.is_file() and page.is_file() and keyfile.is_file() and keyfile.read_text() == key:
         return md, page
     files = plots(outcome)
-    for name, (_, png) in files.items():
-        storage.write_bytes_atomic(out / "plots" / name, png)
-    storage.write_bytes_atomic(md, markdown(outcome, files).encode())
-    storage.write_bytes_atomic(page, html_page(outcome, files).encode())
-    storage.write_json_atomic(out / "results.json", results_json(outcome))
-    storage.write_bytes_atomic(keyfile, key.encode())
+    storage.write_files_atomic({
+        **{out / "plots" / name: png for name, (_, png) in files.items()},
+        md: markdown(outcome, files).encode(), page: html_page(outcome, files).encode(),
+        out / "results.json": storage.json_bytes(results_json(outcome)), keyfile: key.encode()})
     return md, page
 
 

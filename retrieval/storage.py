@@ -241,7 +241,30 @@ def naming(path: str | Path) -> Iterator[None]:
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write a file whole or not at all (temp file + fsync + rename)."""
-    path = Path(path)
+    write_files_atomic({Path(path): data})
+
+
+def write_files_atomic(files: dict[Path, bytes]) -> None:
+    """Write a set of files whole or not at all: every file is written and synced beside its
+    target first, then all are renamed into place, so a failure while writing (a full disk)
+    leaves every target as it was."""
+    staged: dict[Path, str] = {}
+    try:
+        for path, data in files.items():
+            staged[path] = _staged_copy(path, data)
+        for path, tmp in staged.items():
+            os.replace(tmp, path)
+        for parent in {path.parent for path in staged}:
+            _fsync_dir(parent)
+    except BaseException:
+        for tmp in staged.values():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        raise
+
+
+def _staged_copy(path: Path, data: bytes) -> str:
+    """`data` written and synced to a temporary sibling of `path`; its name."""
     if path.is_dir():
         raise InputError("is a directory; expected a file to write", path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -253,12 +276,11 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    return tmp
 
 
 def write_output(path: str | Path, data: bytes) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import re
@@ -334,6 +335,33 @@ def test_report_files(small_experiment):
         assert base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n"
     assert "src=\"http" not in page and "<script" not in page  # self-contained, static
     assert "| bm25 (baseline)" in md and "![" in md
+
+
+def test_a_report_that_fails_to_write_leaves_the_previous_set(small_experiment, tmp_path, monkeypatch):
+    """A failure while writing the report (a full disk at report.html) replaces none of its files:
+    report.md, report.html, results.json and the plots stay the previous run's, and no
+    temporary file is left."""
+    import errno
+
+    from retrieval import storage
+
+    _, outcome = small_experiment
+    shutil.copytree(outcome.output_dir, tmp_path / "out")
+    old = {p.relative_to(tmp_path): p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    (tmp_path / "out" / "report.key").write_text("stale")  # so the report is written again
+    old[Path("out/report.key")] = b"stale"
+    staged_copy = storage._staged_copy
+
+    def full_at_html(path, data):
+        if path.name == "report.html":
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return staged_copy(path, data)
+
+    monkeypatch.setattr(storage, "_staged_copy", full_at_html)
+    with pytest.raises(OSError):
+        report.write_report(dataclasses.replace(outcome, output_dir=tmp_path / "out"))
+    now = {p.relative_to(tmp_path): p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    assert now == old
 
 
 def _chromium() -> str | None:
