@@ -122,6 +122,30 @@ def test_failed_update_leaves_the_index_as_it_was(cacm, tmp_path, monkeypatch):
     assert not list(tmp_path.glob(".i.tmp-*"))
 
 
+def test_failed_first_update_leaves_a_native_index_native(cacm, tmp_path, monkeypatch):
+    """The first update converts a native index to the live layout; when the update fails, the
+    conversion is not kept either: every file of the native index is as it was."""
+    docs, topics = cacm
+    path = tmp_path / "i"
+    build_index(docs[:300], path, progress=False)
+    before = {p.relative_to(path): p.read_bytes() for p in path.rglob("*") if p.is_file()}
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(live, "commit", broken)  # after the conversion, before the switch
+    for update in (lambda: add_documents(path, docs[300:400], progress=False),
+                   lambda: delete_documents(path, [docs[0].id]), lambda: optimize(path, progress=False)):
+        with pytest.raises(OSError):
+            update()
+        assert {p.relative_to(path): p.read_bytes() for p in path.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".i.update-lock", "i"]
+    monkeypatch.undo()
+    add_documents(path, docs[300:400], progress=False)
+    build_index(docs[:400], tmp_path / "fresh", progress=False)
+    assert runs(path, topics) == runs(tmp_path / "fresh", topics)
+
+
 READER = """
 import sys, time
 from pathlib import Path

@@ -8,8 +8,9 @@ A live index is a sharded index (layout.py) whose shards are segments: each
 add builds its documents into a segment of their own (an ordinary index, with
 dense and late parts when the index has them); a delete marks documents; past
 MAX_SEGMENTS segments an add also merges the smallest (`merge_policy`). The
-first update turns a native or sharded index into this layout in place
-(files are hard-linked, not copied). Written files never change afterwards:
+first update turns a native or sharded index into this layout: in a new
+directory of hard links (nothing is copied) that replaces the old one together
+with that update's commit (`changing`). Written files never change afterwards:
 an update writes the new segment, then a generation directory `gen-NNNNNN/`
 with the statistics of the live documents and each segment's deleted docnos
 (stats.write_generation), and last replaces the manifest with one atomic
@@ -48,19 +49,28 @@ UNCHANGED_PART_KEYS = ("files", "built")  # a native part's per-directory bookke
 
 
 @contextlib.contextmanager
-def updating(path: Path) -> Iterator[None]:
-    """Hold the update lock for the block; if the update fails, remove the segments and generation
-    it wrote, which no manifest names yet, so the index is left as it was (converted to a live
-    index, if this was its first update)."""
-    with update_lock(path):
-        try:
-            yield
-        except BaseException:
-            with contextlib.suppress(InputError, OSError):
-                live = storage.read_manifest(path).get("live")
-                if live is not None:
-                    remove_retired(path, generation_name(live["generation"]))
-            raise
+def changing(path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Yield the live index to change (directory, manifest); the caller holds the update lock.
+
+    A live index is changed in place: if the update fails, the segments and generation it wrote,
+    which no manifest names yet, are removed. A native or sharded index (its first update) is
+    converted into a copy of hard links that takes its place only when the whole update
+    succeeds, so a failed first update leaves it as it was.
+    """
+    manifest = storage.read_manifest(path)
+    if manifest.get("live") is None:
+        with storage.atomic_directory(path) as tmp:
+            convert(path, tmp, manifest, index_kind(path))
+            yield tmp, storage.read_manifest(tmp)
+        return
+    try:
+        yield path, manifest
+    except BaseException:
+        with contextlib.suppress(InputError, OSError):
+            live = storage.read_manifest(path).get("live")
+            if live is not None:
+                remove_retired(path, generation_name(live["generation"]))
+        raise
 
 
 @contextlib.contextmanager
@@ -91,18 +101,18 @@ def add_documents(path: str | Path, documents: Iterable[Document], *, source: st
     docs = list(documents)
     if not docs:
         raise InputError("no documents to add", source or None)
-    with updating(Path(path)):
+    with update_lock(Path(path)):
         known = live_ids(Path(path))
         clashes = [d.id for d in docs if d.id in known]
         if clashes:
             raise InputError(f"{len(clashes)} document id(s) are already in the index (e.g."
                              f" {clashes[0]!r}); delete them first to replace them", source or None)
-        manifest = live_manifest(Path(path))
-        writer = SegmentWriter(Path(path), manifest, precision, late_model, progress)
-        segments = current_segments(writer.index) + [writer.write(docs, source or "retrieval add")]
-        segments = merge_policy(writer, segments)
-        writer.index.close()
-        return commit(Path(path), manifest, segments)
+        with changing(Path(path)) as (root, manifest):
+            writer = SegmentWriter(root, manifest, precision, late_model, progress)
+            segments = current_segments(writer.index) + [writer.write(docs, source or "retrieval add")]
+            segments = merge_policy(writer, segments)
+            writer.index.close()
+            return commit(root, manifest, segments)
 
 
 def delete_documents(path: str | Path, doc_ids: Iterable[str], source: str = "") -> dict[str, Any]:
@@ -113,37 +123,41 @@ def delete_documents(path: str | Path, doc_ids: Iterable[str], source: str = "")
     wanted = list(dict.fromkeys(doc_ids))
     if not wanted:
         raise InputError("no document ids to delete", source or None)
-    with updating(Path(path)):
+    with update_lock(Path(path)):
         known = live_ids(Path(path))
         unknown = [d for d in wanted if d not in known]
         if unknown:
             raise InputError(f"{len(unknown)} id(s) are not documents of the index (e.g."
                              f" {unknown[0]!r}); nothing was deleted", source or None)
-        manifest = live_manifest(Path(path))
-        index = ShardedIndex.open(path, verify=False)  # only its doc ids are read
-        segments = current_segments(index)
-        marked: dict[int, list[int]] = {}
-        for d in wanted:
-            number = index.shard_of[d]
-            marked.setdefault(number, []).append(index.shard_indexes[number].docno[d])
-        segments = [(name, np.union1d(deleted, marked.get(i, [])).astype(np.int64))
-                    for i, (name, deleted) in enumerate(segments)]
-        index.close()
-        return commit(Path(path), manifest, segments)
+        with changing(Path(path)) as (root, manifest):
+            return _mark_deleted(root, manifest, wanted)
+
+
+def _mark_deleted(root: Path, manifest: dict[str, Any], wanted: list[str]) -> dict[str, Any]:
+    """Commit a generation with `wanted` (live doc ids) marked deleted in their segments."""
+    index = ShardedIndex.open(root, verify=False)  # only its doc ids are read
+    segments = current_segments(index)
+    marked: dict[int, list[int]] = {}
+    for d in wanted:
+        number = index.shard_of[d]
+        marked.setdefault(number, []).append(index.shard_indexes[number].docno[d])
+    segments = [(name, np.union1d(deleted, marked.get(i, [])).astype(np.int64))
+                for i, (name, deleted) in enumerate(segments)]
+    index.close()
+    return commit(root, manifest, segments)
 
 
 def optimize(path: str | Path, progress: bool = True, precision: str | None = None,
              late_model: Any = None) -> dict[str, Any]:
     """Merge every segment's live documents into one segment (deleted ones dropped); the manifest."""
-    with updating(Path(path)):
-        manifest = live_manifest(Path(path))
-        writer = SegmentWriter(Path(path), manifest, precision, late_model, progress)
+    with update_lock(Path(path)), changing(Path(path)) as (root, manifest):
+        writer = SegmentWriter(root, manifest, precision, late_model, progress)
         docs = writer.live_documents(current_segments(writer.index))
         if not docs:
             raise InputError("every document is deleted; nothing to merge (build a new index)", path)
         merged = writer.write(docs, "retrieval optimize")
         writer.index.close()
-        return commit(Path(path), manifest, [merged])
+        return commit(root, manifest, [merged])
 
 
 MAX_SEGMENTS = 10   # more after an add: the smallest MERGE_FACTOR are merged into one
@@ -219,37 +233,25 @@ def live_ids(path: Path) -> Any:
         index.close()
 
 
-def live_manifest(path: Path) -> dict[str, Any]:
-    """The manifest of the live index at `path`, converting a native or sharded index first."""
-    kind = index_kind(path)
-    manifest = storage.read_manifest(path)
-    if manifest.get("live") is None:
-        convert(path, manifest, kind)
-        manifest = storage.read_manifest(path)
-    return manifest
-
-
-def convert(path: Path, manifest: dict[str, Any], kind: str) -> None:
-    """Turn a native or sharded index into a live one in place (one atomic replace, files linked)."""
+def convert(path: Path, target: Path, manifest: dict[str, Any], kind: str) -> None:
+    """Write into the empty directory `target` the live index of the native or sharded index at
+    `path` (its files hard-linked: nothing is copied where links work)."""
     if kind == "native":
         Index.open(path)  # verify before linking
         names, parts = [shard_name(0)], {name: {k: v for k, v in entry.items()
                                                  if k not in UNCHANGED_PART_KEYS}
                                           for name, entry in manifest.get("parts", {}).items()}
+        link_tree(path, target / names[0])
     else:
         names, parts = [s.name for s in ShardedIndex.open(path).shards], manifest.get("parts", {})
-    with storage.atomic_directory(path) as tmp:
-        if kind == "native":
-            link_tree(path, tmp / names[0])
-        else:
-            for name in names:
-                link_tree(path / name, tmp / name)
-        base = {"format_version": storage.FORMAT_VERSION, "kind": KIND, "created": storage.now(),
-                "source": manifest.get("source"), "analyzer": manifest["analyzer"],
-                "partition": PARTITION, "parts": parts,
-                "live": {"generation": 0, "next_segment": len(names)}}
-        opened = [(name, Index.open(tmp / name, verify=False)) for name in names]
-        write_commit(tmp, base, [(n, i, np.zeros(0, dtype=np.int64)) for n, i in opened])
+        for name in names:
+            link_tree(path / name, target / name)
+    base = {"format_version": storage.FORMAT_VERSION, "kind": KIND, "created": storage.now(),
+            "source": manifest.get("source"), "analyzer": manifest["analyzer"],
+            "partition": PARTITION, "parts": parts,
+            "live": {"generation": 0, "next_segment": len(names)}}
+    opened = [(name, Index.open(target / name, verify=False)) for name in names]
+    write_commit(target, base, [(n, i, np.zeros(0, dtype=np.int64)) for n, i in opened])
 
 
 def link_tree(source: Path, target: Path) -> None:
