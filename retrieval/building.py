@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.analysis import Analyzer
+from retrieval.errors import InputError
 from retrieval.types import Document
 
 
@@ -52,6 +53,24 @@ def build_with_parts(documents: Iterable[Document], path: Path, *, source: str, 
 
     return build_index(documents, path, source=source, analyzer=analyzer, workers=workers, force=force,
                        then=lambda built: add_parts(built, dense, late))
+
+
+def replace_parts(path: Path, dense: Any = None, late: Any = None) -> dict[str, dict[str, Any]]:
+    """Add (or replace) the dense and late parts of the single index at `path` as a whole: they are
+    built into a copy of hard links that replaces the index only when every part is done, so a
+    failure or a kill leaves the index as it was. Returns the parts' manifest entries."""
+    from retrieval import storage
+    from retrieval.index import Index
+    from retrieval.index_kinds import index_kind
+
+    kind = index_kind(path)
+    if kind != "native":
+        raise InputError(f"this is a {kind} index; dense and late parts are added to a native index"
+                         " (or built with it: --collection ... --dense/--late)", path)
+    Index.open(path)  # verified before anything is linked
+    with storage.atomic_directory(Path(path), ours=storage.is_index_dir) as tmp:
+        storage.link_tree(Path(path), tmp)
+        return add_parts(tmp, dense, late)
 
 
 def add_parts(index: Any, dense: Any = None, late: Any = None) -> dict[str, dict[str, Any]]:

@@ -199,6 +199,20 @@ def atomic_directory(target: Path, ours: Callable[[Path], bool] | None = None,
         raise
 
 
+def link_tree(source: Path, target: Path) -> None:
+    """Recreate `source`'s files under `target` as hard links (copies where links fail)."""
+    for item in sorted(source.rglob("*")):
+        dest = target / item.relative_to(source)
+        if item.is_dir():
+            dest.mkdir(parents=True, exist_ok=True)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(item, dest)
+        except OSError:
+            shutil.copy2(item, dest)
+
+
 def _forget_part(target: Path) -> None:
     """Before a part directory (`<index>/dense`, ...) is replaced, drop it from the manifest.
 

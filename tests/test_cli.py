@@ -85,6 +85,10 @@ def test_lucene_backend_through_the_cli(tiny_docs, tmp_path):
     assert [line.split()[2] for line in out.read_text().splitlines()] == ["d2", "d1", "d5"]
     code, _, err = run_cli("search", "--index", idx, "--topics", topics, "--model", "qljm")
     assert code == 2 and "qljm does not run on a lucene index" in err
+    before = (idx / "manifest.json").read_bytes()
+    code, _, err = run_cli("index", "--index", idx, "--dense")  # a part no search could use
+    assert code == 2 and "this is a lucene index; dense and late parts are added to a native" in err
+    assert (idx / "manifest.json").read_bytes() == before
 
 
 def test_dense_and_hybrid_through_the_cli(tiny_docs, tmp_path):

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -56,6 +57,43 @@ def test_failed_part_keeps_previous_index_whole(tiny_docs, tmp_path):
                          analyzer=Index.open(tmp_path / "idx").analyzer, dense=FailingDense())
     assert {p.name: p.read_bytes() for p in (tmp_path / "idx").iterdir() if p.is_file()} == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp dirs left
+
+
+def test_replacing_parts_of_an_index_is_atomic_as_a_whole(tiny_docs, tmp_path, monkeypatch):
+    """`index --index I --dense --late`: the parts are built into a copy of hard links that replaces
+    the index only when all are done, so a late part that fails after the dense part was written
+    leaves every file as it was; done, the index verifies and names no temporary path."""
+    from types import SimpleNamespace
+
+    from retrieval.building import replace_parts
+
+    path = tmp_path / "idx"
+    build_index(read_documents(tiny_docs), path, progress=False)
+    files = lambda: {p.relative_to(path): p.read_bytes() for p in path.rglob("*") if p.is_file()}  # noqa: E731
+    before = files()
+
+    def dense_part(index, *args):  # written into the index as add_dense writes its part
+        with storage.atomic_directory(Path(index) / "dense") as tmp:
+            (tmp / "vectors.bin").write_bytes(b"vectors")
+        storage.add_part(Path(index), "dense", {"count": 5}, Path(index) / "dense")
+        return {"count": 5}
+
+    class FailingLate:
+        @property
+        def model(self):
+            raise RuntimeError("the late part failed")
+
+    monkeypatch.setattr("retrieval.dense.add_dense", dense_part)
+    dense = SimpleNamespace(encoder=None, index_type="flat", params=None)
+    with pytest.raises(RuntimeError, match="late part failed"):
+        replace_parts(path, dense, FailingLate())
+    assert files() == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp dirs left
+    replace_parts(path, dense)
+    assert Index.open(path).parts["dense"]["count"] == 5 and (path / "dense" / "vectors.bin").is_file()
+    assert ".tmp-" not in (path / "manifest.json").read_text()
+    assert {k: v for k, v in files().items() if k.parts[0] != "dense" and k.name != "manifest.json"} == {
+        k: v for k, v in before.items() if k.name != "manifest.json"}
 
 
 def test_a_full_disk_is_an_oserror_naming_the_file(tmp_path, monkeypatch):

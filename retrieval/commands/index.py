@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval import collections
-from retrieval.building import add_parts, build_with_parts, dense_part, late_part
+from retrieval.building import build_with_parts, dense_part, late_part, replace_parts
 from retrieval.commands.common import number, precision_flag
 from retrieval.errors import InputError
 from retrieval.precision import ENCODER_PRECISIONS
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> None:
     # leave the index at --index replaced by one without the parts it had
     dense, late = _dense_source(args), _late_source(args)
     if args.collection is None:
-        _report_parts(add_parts(args.index, dense, late), args.index, dense)
+        _report_parts(replace_parts(args.index, dense, late), args.index, dense)
         return
     manifest = build_with_parts(collections.load_documents(args.collection), args.index,
                                 source=collections.describe(args.collection), analyzer=_analyzer(args),

@@ -241,31 +241,17 @@ def convert(path: Path, target: Path, manifest: dict[str, Any], kind: str) -> No
         names, parts = [shard_name(0)], {name: {k: v for k, v in entry.items()
                                                  if k not in UNCHANGED_PART_KEYS}
                                           for name, entry in manifest.get("parts", {}).items()}
-        link_tree(path, target / names[0])
+        storage.link_tree(path, target / names[0])
     else:
         names, parts = [s.name for s in ShardedIndex.open(path).shards], manifest.get("parts", {})
         for name in names:
-            link_tree(path / name, target / name)
+            storage.link_tree(path / name, target / name)
     base = {"format_version": storage.FORMAT_VERSION, "kind": KIND, "created": storage.now(),
             "source": manifest.get("source"), "analyzer": manifest["analyzer"],
             "partition": PARTITION, "parts": parts,
             "live": {"generation": 0, "next_segment": len(names)}}
     opened = [(name, Index.open(target / name, verify=False)) for name in names]
     write_commit(target, base, [(n, i, np.zeros(0, dtype=np.int64)) for n, i in opened])
-
-
-def link_tree(source: Path, target: Path) -> None:
-    """Recreate `source`'s files under `target` as hard links (copies where links fail)."""
-    for item in sorted(source.rglob("*")):
-        dest = target / item.relative_to(source)
-        if item.is_dir():
-            dest.mkdir(parents=True, exist_ok=True)
-            continue
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(item, dest)
-        except OSError:
-            shutil.copy2(item, dest)
 
 
 def current_segments(index: ShardedIndex) -> list[tuple[str, np.ndarray]]:
