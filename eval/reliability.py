@@ -190,8 +190,8 @@ def _squad(path: Path) -> Any:
     return read_squad(path)
 
 
-def _html_dir(path: Path) -> list[Document]:
-    return list(html.read_html_directory(path.parent))
+def _html_file(path: Path) -> list[Document]:
+    return [html.read_html_file(path)]
 
 
 def _html_tar(path: Path) -> list[Document]:
@@ -241,7 +241,7 @@ READERS = [
            list),
     Reader("SMART queries", smart.read_smart_queries, SMART_QUERIES, "cran.qry", Queries),
     Reader("Cranfield qrels", smart.read_cranfield_qrels, CRANFIELD_QRELS, "cranqrel", Qrels),
-    Reader("HTML file", _html_dir, HTML_DOC, "CACM-0001.html", list),
+    Reader("HTML file", _html_file, HTML_DOC, "CACM-0001.html", list),
     Reader("HTML tarball", _html_tar, _html_tarball_sample(), "cacm.tar.gz", list),
     Reader("sniffed collection", lambda p: list(read_documents(p)), TREC_DOCS, "collection.txt", list),
     Reader("sniffed topics", read_topics, TREC_TOPICS_TOP, "topics.any", Queries),

@@ -130,6 +130,13 @@ def test_smart_queries_renumbered_and_cranfield_gains(tmp_path):
         read_cranfield_qrels(write(tmp_path, "cranqrel2", "1 2 9\n"))
 
 
+def test_an_html_file_is_one_document_and_a_directory_all_of_them(tmp_path):
+    for name in ("CACM-2.html", "CACM-1.htm"):
+        write(tmp_path, name, f"<html><title>{name}</title><pre>text</pre></html>")
+    assert [d.id for d in read_documents(tmp_path / "CACM-2.html")] == ["CACM-2"]
+    assert [d.id for d in read_documents(tmp_path)] == ["CACM-1", "CACM-2"]
+
+
 def test_html_text_extraction():
     doc = html_to_document("CACM-1", "<html><head><title>T</title></head><pre>A &amp; B\n"
                                       "<script>x()</script>c</pre></html>")

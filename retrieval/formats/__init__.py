@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from retrieval.errors import InputError
-from retrieval.formats.html import HTML_SUFFIXES, read_html_directory, read_html_tarball
+from retrieval.formats.html import HTML_SUFFIXES, read_html_directory, read_html_file, read_html_tarball
 from retrieval.formats.jsonl import is_jsonl, read_beir_queries, read_jsonl_directory, read_jsonl_documents
 from retrieval.formats.smart import read_smart_documents, read_smart_queries
 from retrieval.formats.textfile import head_text
@@ -38,7 +38,7 @@ def read_documents(path: str | Path) -> Iterator[Document]:
     if name.endswith((".tar.gz", ".tgz", ".tar")):
         return read_html_tarball(path)
     if name.endswith((".html", ".htm")):
-        return read_html_directory(path.parent)
+        return iter([read_html_file(path)])
     head = _head(path)
     if is_jsonl(path) or head.startswith("{"):
         return read_jsonl_documents(path)

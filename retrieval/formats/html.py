@@ -78,10 +78,14 @@ def read_html_directory(path: str | Path) -> Iterator[Document]:
     for file in files:
         if file.is_symlink() and not file.exists():
             raise InputError("broken symbolic link in the collection; expected an .html file", file)
-        if file.is_dir():
-            continue  # a directory named *.html: its files are listed by rglob themselves
-        try:
-            data = file.read_bytes()
-        except OSError as e:
-            raise InputError(f"cannot read ({e.strerror})", file) from None
-        yield html_to_document(file.stem, decode(data, file))
+        if not file.is_dir():  # a directory named *.html: its files are listed by rglob themselves
+            yield read_html_file(file)
+
+
+def read_html_file(file: Path) -> Document:
+    """One HTML page as a document; its id is the file name without the extension."""
+    try:
+        data = file.read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read ({e.strerror})", file) from None
+    return html_to_document(file.stem, decode(data, file))
