@@ -36,6 +36,32 @@ def test_index_search_eval_end_to_end(tiny_docs, tmp_path):
     assert code == 0 and "MAP" in out and "\n2 " in out
 
 
+def test_eval_compares_runs_with_the_baseline_by_paired_tests(tmp_path, capsys):
+    """Several runs: marks and Holm-adjusted p-values against the baseline, the same as scipy's
+    paired tests on trec_eval's per-query values (a query a run misses scores 0)."""
+    from scipy import stats
+
+    qrels = tmp_path / "qrels"
+    qrels.write_text("".join(f"{q} 0 rel{q} 1\n" for q in range(1, 13)))
+    good, poor = tmp_path / "good.txt", tmp_path / "poor.txt"
+    good.write_text("".join(f"{q} Q0 rel{q} 1 2.0 g\n{q} Q0 x{q} 2 1.0 g\n" for q in range(1, 13)))
+    poor.write_text("".join(f"{q} Q0 x{q} 1 2.0 p\n" + (f"{q} Q0 rel{q} 2 1.0 p\n" if q % 3 else "")
+                            for q in range(1, 12)))  # query 12 unanswered: 0
+    assert main(["eval", "--qrels", str(qrels), str(poor), str(good), "--measures", "MAP"]) == 0
+    out = capsys.readouterr().out
+    ap_poor = [0.5 if q % 3 else 0.0 for q in range(1, 12)] + [0.0]
+    p_t = stats.ttest_rel([1.0] * 12, ap_poor).pvalue
+    p_w = stats.wilcoxon([1.0] * 12, ap_poor).pvalue
+    assert f"{poor} (baseline)" in out and f"{sum(ap_poor) / 12:.4f}" in out  # over all 12 queries
+    row = [line for line in out.splitlines() if line.startswith(str(good))][-1]  # the p-value row
+    assert row.split()[-3:] == [f"{p_t:.4f}" if p_t >= 1e-4 else f"{p_t:.0e}", "/",
+                                f"{p_w:.4f}" if p_w >= 1e-4 else f"{p_w:.0e}"]
+    means = next(line for line in out.splitlines() if line.startswith(f"{good} "))
+    assert means.split()[1:] == ["1.0000", "tw"]
+    assert main(["eval", "--qrels", str(qrels), str(poor), str(good), "--baseline", str(good / "r")]) == 2
+    assert "--baseline must be one of the run files given" in capsys.readouterr().err
+
+
 def test_search_output_is_byte_identical(tiny_docs, tmp_path):
     main(["index", "--collection", str(tiny_docs), "--index", str(tmp_path / "idx")])
     topics = tmp_path / "t.tsv"

@@ -7,13 +7,19 @@ import json
 from pathlib import Path
 
 from retrieval import collections
+from retrieval.errors import InputError
+
+TESTS = (("t", "t"), ("wilcoxon", "w"))
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("eval", help="evaluate run files against qrels",
+    p = sub.add_parser("eval", help="evaluate run files against qrels (with significance tests)",
                        description="Evaluate TREC run files with ir-measures (trec_eval's own "
                        "code). Means are over every judged query: one the run does not answer "
-                       "scores 0 (trec_eval -c); --only-answered gives trec_eval's default.")
+                       "scores 0 (trec_eval -c); --only-answered gives trec_eval's default. With "
+                       "several runs, each is compared with the baseline (the first run, or "
+                       "--baseline) by the paired t-test and the Wilcoxon signed-rank test over "
+                       "the same queries, Holm-corrected across the runs.")
     p.add_argument("--qrels", required=True,
                    help="collection name (test qrels; NAME:train for another split) or a file")
     p.add_argument("runs", nargs="+", type=Path, help="run files")
@@ -21,6 +27,10 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help='measures, e.g. "MAP P@30 nDCG@10 R@100 MRR" (default: MAP P@30 nDCG@10)')
     p.add_argument("--only-answered", action="store_true",
                    help="average over the judged queries the run answers (trec_eval without -c)")
+    p.add_argument("--baseline", type=Path, default=None, metavar="RUN",
+                   help="the run the others are compared with (default: the first)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="significance level of the Holm-adjusted p-values (default 0.05)")
     p.add_argument("--per-query", action="store_true", help="also print each query's values")
     p.add_argument("--json", action="store_true", help="print {measure: value} as JSON")
     p.set_defaults(handler=run)
@@ -29,20 +39,57 @@ def add(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> None:
     from retrieval.evaluation import evaluate, parse_measures, per_query
     from retrieval.formats import read_run
+    from retrieval.significance import compare
 
+    if not 0 < args.alpha < 1:
+        raise InputError(f"--alpha {args.alpha} is out of range; expected a level between 0 and 1")
+    paths = [str(p) for p in args.runs]
+    baseline = paths[0] if args.baseline is None else str(args.baseline)
+    if baseline not in paths:
+        raise InputError("--baseline must be one of the run files given", baseline)
     qrels = collections.load_qrels(args.qrels)
     names = [n for n, _ in parse_measures(args.measures)]
-    results = {str(path): evaluate(read_run(path), qrels, names, args.only_answered) for path in args.runs}
+    runs = {path: read_run(path) for path in paths}
+    results = {path: evaluate(run, qrels, names, args.only_answered) for path, run in runs.items()}
     if args.json:
         out = next(iter(results.values())) if len(results) == 1 else results
         print(json.dumps(out, sort_keys=False))
         return
-    width = max(len(str(p)) for p in args.runs)
-    print(f"{'run':<{width}}  " + "  ".join(f"{n:>9}" for n in names))
-    for path, values in results.items():
-        print(f"{path:<{width}}  " + "  ".join(f"{values[n]:>9.4f}" for n in names))
+    values = {path: per_query(run, qrels, names, args.only_answered) for path, run in runs.items()}
+    comparisons = compare(values, baseline, names) if len(paths) > 1 else {}
+    print(_table(results, names, comparisons, baseline, args.alpha))
     if args.per_query:
-        for path in args.runs:
+        for path, by_query in values.items():
             print(f"\n{path}\n{'query':<10}  " + "  ".join(f"{n:>9}" for n in names))
-            for qid, values in per_query(read_run(path), qrels, names, args.only_answered).items():
-                print(f"{qid:<10}  " + "  ".join(f"{values[n]:>9.4f}" for n in names))
+            for qid, row in by_query.items():
+                print(f"{qid:<10}  " + "  ".join(f"{row[n]:>9.4f}" for n in names))
+
+
+def _table(results: dict[str, dict[str, float]], names: list[str], comparisons: dict, baseline: str,
+           alpha: float) -> str:
+    """Means per run and measure; with several runs, significance marks, p-values and a legend."""
+    from retrieval.report import fmt_p
+
+    width = max(len(p) for p in results) + (len(" (baseline)") if comparisons else 0)
+    cell = 12 if comparisons else 9
+    lines = [f"{'run':<{width}}  " + "  ".join(f"{n:>{cell}}" for n in names)]
+    for path, means in results.items():
+        label = path + (" (baseline)" if comparisons and path == baseline else "")
+        cells = []
+        for n in names:
+            c = comparisons.get((path, n))
+            mark = "".join(letter for test, letter in TESTS if c and c.significant(test, alpha))
+            cells.append(f"{means[n]:.4f} {mark:<2}" if comparisons else f"{means[n]:.4f}")
+        lines.append(f"{label:<{width}}  " + "  ".join(f"{c:>{cell}}" for c in cells))
+    if not comparisons:
+        return "\n".join(lines)
+    queries = max(c.queries for c in comparisons.values())
+    lines += ["", f"t / w: differs from the baseline by the paired t-test / Wilcoxon signed-rank test at "
+              f"Holm-adjusted p < {alpha} ({len(results) - 1} run(s) compared, {queries} queries paired).",
+              "", f"{'Holm-adjusted p (t / w)':<{width}}  " + "  ".join(f"{n:>17}" for n in names)]
+    for path in results:
+        if path != baseline:
+            held = [comparisons[path, n].p_holm for n in names]
+            lines.append(f"{path:<{width}}  " + "  ".join(
+                f"{fmt_p(p['t']) + ' / ' + fmt_p(p['wilcoxon']):>17}" for p in held))
+    return "\n".join(lines)
