@@ -11,7 +11,8 @@ runs the command (`retrieval ...`, in-process) in a forked child. Outcomes:
   file reads);
 - error: exit 2 with one line, `retrieval: error: <file>: No space left on
   device`, and the disk exactly as before the command (inputs byte-identical,
-  no temporary file or directory left);
+  no temporary file or directory left; the empty lock file an update keeps
+  beside the index aside);
 - bugs: traceback (any other exit), crash (killed by a signal, such as SIGBUS
   in a memory-mapped write), unclear (exit 2, but not that one line),
   leftover (the disk not as before).
@@ -36,7 +37,9 @@ CASES = {
     "index": "index --collection DOCS --index idx (no index there yet)",
     "index over an index": "index --collection DOCS --index idx over an existing index of other documents",
     "index --dense --late": "index --collection DOCS --index idx --dense --late (no index there yet)",
+    "index --index --dense --late": "index --index idx --dense --late: parts added to an existing index",
     "add": "add --index idx NEW: a new segment of a live index (one add done) with dense and late parts",
+    "first add": "add --index idx NEW: the first update of a native index (with dense and late parts)",
     "search --output": "search --index idx --topics TOPICS --hits 1000 --output run.txt",
 }
 
@@ -63,7 +66,7 @@ def trec(path, n, seed, length):
 
 inputs = root / "inputs"
 inputs.mkdir()
-neural = case in ("index --dense --late", "add")
+neural = case in ("index --dense --late", "index --index --dense --late", "add", "first add")
 import nltk  # noqa: F401  (imported once here, not in every forked child: seconds each)
 if neural:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # quiet, as the CLI makes them
@@ -83,7 +86,9 @@ argv = {
     "index": ["index", "--collection", docs, "--index", idx],
     "index over an index": ["index", "--collection", docs, "--index", idx],
     "index --dense --late": ["index", "--collection", docs, "--index", idx, "--dense", "--late"],
+    "index --index --dense --late": ["index", "--index", idx, "--dense", "--late"],
     "add": ["add", "--index", idx, new],
+    "first add": ["add", "--index", idx, new],
     "search --output": ["search", "--index", idx, "--topics", topics, "--hits", "1000",
                         "--output", disk / "run.txt"],
 }[case]
@@ -121,15 +126,19 @@ if case == "index over an index":
 elif case == "add":  # a live index already: the first add turns a native one into it, in place
     assert in_child(["index", "--collection", str(docs), "--index", str(idx), "--dense", "--late"])[0] == 0
     assert in_child(["add", "--index", str(idx), str(other)])[0] == 0
-elif case == "search --output":
+elif case == "first add":
+    assert in_child(["index", "--collection", str(docs), "--index", str(idx), "--dense", "--late"])[0] == 0
+elif case in ("search --output", "index --index --dense --late"):
     assert in_child(["index", "--collection", str(docs), "--index", str(idx)])[0] == 0
 prepared = disk.parent / "prepared"
 shutil.copytree(disk, prepared, symlinks=True)
 
 
 def snapshot():
+    """Every file and directory on the disk with its digest; not the filler, nor the empty lock file
+    an update creates beside the index and keeps (live.update_lock: removing it could race)."""
     return {str(p.relative_to(disk)): (sha256_file(p) if p.is_file() else "dir") for p in disk.rglob("*")
-            if p.name != "filler"}
+            if p.name not in ("filler", ".idx.update-lock")}
 
 
 def reset():
@@ -149,8 +158,8 @@ def complete():
     if case == "search --output":
         return len(read_run(disk / "run.txt")) == 40
     index = open_index(idx)
-    wanted = {"index --dense --late": {"dense", "late"}, "add": {"dense", "late"}}.get(case, set())
-    documents = {"add": 12 + 3 + 6}.get(case, len(list(read_documents(docs))))
+    wanted = {"dense", "late"} if neural else set()
+    documents = {"add": 12 + 3 + 6, "first add": 12 + 6}.get(case, len(list(read_documents(docs))))
     return wanted <= set(index.parts) and index.statistics["documents"] == documents
 
 
@@ -191,7 +200,10 @@ for i in range(points):
         outcome = "unclear"  # not one line naming the file on this disk
         lines = [" | ".join(lines)]
     else:
-        outcome = "error" if snapshot() == prepared_files else "leftover"
+        changed = sorted(set(snapshot().items()) ^ set(prepared_files.items()))
+        outcome = "leftover" if changed else "error"
+        if changed:
+            lines.append("changed: " + ", ".join(rel for rel, _ in changed[:3]))
     results.append({"free": room, "outcome": outcome, "message": lines[-1] if lines else ""})
 print(json.dumps({"written": written, "results": results}))
 '''

@@ -15,8 +15,9 @@ _spec.loader.exec_module(full_disk)
 
 WHY_NOT = full_disk.available()
 # amounts of free space tried, from none to enough: enough to reach each kind of file the command writes
-POINTS = {"index": 8, "index over an index": 8, "search --output": 5, "index --dense --late": 4, "add": 4}
-NEURAL = {"index --dense --late", "add"}
+POINTS = {"index": 8, "index over an index": 8, "search --output": 5, "index --dense --late": 4,
+          "index --index --dense --late": 4, "add": 4, "first add": 4}
+NEURAL = {"index --dense --late", "index --index --dense --late", "add", "first add"}
 
 
 def test_every_case_has_points():
