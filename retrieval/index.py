@@ -33,6 +33,8 @@ from retrieval.types import Document
 
 DOCIDS_FILE = "docids.npy"
 SPILL_DIR = "spill"  # runs of postings while building (deleted before the index is complete)
+ANY_KIND = ("any kind opens with retrieval.index_kinds.open_index(path), and "
+            "retrieval.rankers.build(name, index) builds a ranker for it")
 
 
 def build_index(documents: Iterable[Document], path: str | Path, source: str = "",
@@ -94,9 +96,10 @@ class Index:
             raise InputError(f"expected the path of an index, got {type(path).__name__}")
         self.path = Path(path)
         self.manifest = storage.read_manifest(self.path)
-        if self.manifest.get("kind") == "sharded":
-            raise InputError(f"this is a sharded index ({len(self.manifest.get('shards', []))} shards);"
-                             " `retrieval search` and retrieval.shards search it", self.path)
+        if self.manifest.get("kind") == "sharded" or self.manifest.get("backend") == "lucene":
+            what = (f"a sharded index ({len(self.manifest.get('shards', []))} shards)"
+                    if self.manifest.get("kind") == "sharded" else "a Lucene index")
+            raise InputError(f"this is {what}, not a native one; {ANY_KIND}", self.path)
         missing = {DOCSTORE_FILE, DOCIDS_FILE} - set(self.manifest["files"])
         if missing:
             raise InputError(f"manifest files must list {', '.join(sorted(missing))}; rebuild the index",
@@ -194,5 +197,6 @@ def native_index(index: Index | str | Path) -> Index:
     if isinstance(index, Index):
         return index
     if not isinstance(index, (str, Path)):
-        raise InputError(f"expected an Index or the path of one, got {type(index).__name__}")
+        raise InputError(f"expected a native Index or the path of one, got {type(index).__name__};"
+                         f" {ANY_KIND}")
     return Index.open(index)

@@ -134,3 +134,21 @@ def test_a_new_bag_of_words_model_is_one_registration_away(tiny, tmp_path, monke
     assert main(["search", "--index", str(tiny), "--topics", str(topics), "--model", "bm25plus",
                  "--delta", "-1"]) == 2
     assert "delta must be a number >= 0" in capsys.readouterr().err
+
+
+def test_the_readme_python_api_example_runs(tmp_path, monkeypatch, capsys):
+    """The README's Python API block, run as written (CACM from the data directory): the native
+    classes, then live updates, then the registry on the live index."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "build_index" in b)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    assert "'MAP': 0.36" in capsys.readouterr().out  # BM25 + RM3 on CACM
+    assert namespace["live"].kind == "sharded" and len(namespace["run"]) == 64
+    assert "N1" in namespace["live"].shard_of and "CACM-0001" not in namespace["live"].shard_of
+    with pytest.raises(InputError, match="not a native one; any kind opens with"):
+        namespace["Index"].open("indexes/cacm")
