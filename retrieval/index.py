@@ -96,10 +96,9 @@ class Index:
             raise InputError(f"expected the path of an index, got {type(path).__name__}")
         self.path = Path(path)
         self.manifest = storage.read_manifest(self.path)
-        if self.manifest.get("kind") == "sharded" or self.manifest.get("backend") == "lucene":
-            what = (f"a sharded index ({len(self.manifest.get('shards', []))} shards)"
-                    if self.manifest.get("kind") == "sharded" else "a Lucene index")
-            raise InputError(f"this is {what}, not a native one; {ANY_KIND}", self.path)
+        if self.manifest.get("kind") == "sharded":
+            raise InputError(f"this is a sharded index ({len(self.manifest.get('shards', []))} shards), not"
+                             f" a native one; {ANY_KIND}", self.path)
         missing = {DOCSTORE_FILE, DOCIDS_FILE} - set(self.manifest["files"])
         if missing:
             raise InputError(f"manifest files must list {', '.join(sorted(missing))}; rebuild the index",
