@@ -69,7 +69,6 @@ inputs.mkdir()
 neural = case in ("index --dense --late", "index --index --dense --late", "add", "first add")
 import nltk  # noqa: F401  (imported once here, not in every forked child: seconds each)
 if neural:
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # quiet, as the CLI makes them
     import faiss, torch, transformers  # noqa: F401
     import transformers.models.bert.modeling_bert  # noqa: F401
     import retrieval.dense, retrieval.late  # noqa: F401

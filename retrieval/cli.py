@@ -80,9 +80,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"retrieval: error: argument {arg!r} is not valid UTF-8", file=sys.stderr)
             return 2
     args = parser().parse_args(argv)
-    # Loading a model from local files takes a moment; transformers' "Loading weights" bar for it
-    # is noise among our own progress lines (HF_HUB_DISABLE_PROGRESS_BARS=0 brings it back).
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         collections.set_data_dir(args.data_dir)
         _refuse_output_over_input(args)

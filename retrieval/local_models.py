@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -19,6 +20,20 @@ from retrieval.storage import sha256_file  # noqa: E402
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def load_pretrained(loader: Any, path: str | Path, **kwargs: Any) -> Any:
+    """`loader.from_pretrained(path)` from local files only, without transformers' "Loading
+    weights" bar (noise among our own progress lines); the bar's setting is restored after."""
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return loader.from_pretrained(path, local_files_only=True, **kwargs)
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
 
 
 def default_model_dir() -> Path:

@@ -54,6 +54,23 @@ def test_missing_model_dir_is_input_error(tmp_path):
         Encoder(precision="fp8")
 
 
+def test_loading_a_model_shows_no_transformers_bar_and_keeps_its_setting(capfd):
+    """Python API users see our progress lines only; transformers' own setting is left as it was."""
+    from transformers.utils import logging as hf_logging
+
+    from retrieval.dense import Encoder
+
+    before = hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()  # as a fresh Python session has it
+    try:
+        Encoder(precision="fp32")
+        assert "Loading weights" not in capfd.readouterr().err
+        assert hf_logging.is_progress_bar_enabled()
+    finally:
+        if not before:
+            hf_logging.disable_progress_bar()
+
+
 def test_pooling_modes():
     hidden = np.arange(12, dtype=np.float32).reshape(1, 3, 4)
     mask = np.array([[1, 1, 0]])

@@ -37,6 +37,7 @@ from retrieval.errors import InputError
 from retrieval.int8_outliers import stored_channels
 from retrieval.local_models import (
     cache_root,
+    load_pretrained,
     model_name,
     resolve_model_dir,
     weights_file,
@@ -116,7 +117,7 @@ class _HiddenStates(torch.nn.Module):
 def _export_onnx(model_dir: Path, target: Path) -> None:
     from transformers import AutoModel
 
-    model = _HiddenStates(AutoModel.from_pretrained(model_dir, local_files_only=True).eval())
+    model = _HiddenStates(load_pretrained(AutoModel, model_dir).eval())
     ids = torch.ones((2, 16), dtype=torch.int64)
     axes = {0: "batch", 1: "sequence"}
     tmp = target.with_suffix(f".tmp-{os.getpid()}")
@@ -235,7 +236,7 @@ class Encoder:
             return onnx_forward(path, self.threads)
         from transformers import AutoModel
 
-        model = AutoModel.from_pretrained(self.model_dir, local_files_only=True).eval()
+        model = load_pretrained(AutoModel, self.model_dir).eval()
         model = precisions.prepare(model, self.precision, stored_channels(self.checksum))
 
         @torch.inference_mode()

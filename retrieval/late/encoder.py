@@ -23,7 +23,7 @@ from retrieval import precision as precisions
 from retrieval.cpu_batches import default_threads, padded_batches, run_side_by_side
 from retrieval.errors import InputError
 from retrieval.int8_outliers import stored_channels
-from retrieval.local_models import model_checksum, model_name, resolve_model_dir
+from retrieval.local_models import load_pretrained, model_checksum, model_name, resolve_model_dir
 
 Q_MARKER, D_MARKER = "[unused0]", "[unused1]"
 # Whether int8 token embeddings are shown to keep nDCG@10 within 0.003 of fp32's, either way, on validation
@@ -53,8 +53,8 @@ class TokenEncoder:
         self.markers, self.augment = bool(markers), bool(augment)
         self.threads = threads or default_threads()
         self.batch_size, self.progress = batch_size, progress
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir, local_files_only=True)
-        model = AutoModel.from_pretrained(self.model_dir, local_files_only=True).eval()
+        self.tokenizer = load_pretrained(AutoTokenizer, self.model_dir)
+        model = load_pretrained(AutoModel, self.model_dir).eval()
         self.dim = int(model.config.hidden_size)
         self.model = precisions.prepare(model, self.precision, stored_channels(self.checksum),
                                         fp32_norms=True)  # see retrieval.precision

@@ -20,7 +20,7 @@ from retrieval import precision as precisions
 from retrieval.cpu_batches import default_threads, run_side_by_side
 from retrieval.errors import InputError
 from retrieval.int8_outliers import stored_channels
-from retrieval.local_models import weights_file
+from retrieval.local_models import load_pretrained, weights_file
 from retrieval.qa.features import MAX_LENGTH, STRIDE, Window, make_windows
 from retrieval.qa.metrics import normalize_answer
 from retrieval.storage import sha256_file
@@ -108,14 +108,12 @@ def load_reader_model(path: str | Path | None = None):
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
     path = Path(path) if path else DEFAULT_READER
     if not (path / "config.json").is_file():
         raise InputError("no reader checkpoint here (config.json missing); train one with"
                          " `retrieval train reader`", path)
-    model = AutoModelForQuestionAnswering.from_pretrained(path, local_files_only=True,
-                                                          dtype=torch.float32).eval()
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = load_pretrained(AutoModelForQuestionAnswering, path, dtype=torch.float32).eval()
+    tokenizer = load_pretrained(AutoTokenizer, path)
     return model, tokenizer, sha256_file(weights_file(path))
 
 

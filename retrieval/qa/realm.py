@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from retrieval.local_models import resolve_model_dir
+from retrieval.local_models import load_pretrained, resolve_model_dir
 from retrieval.qa.metrics import normalize_answer
 from retrieval.qa.reader import SpanReader
 from retrieval.qa.squad import Example
@@ -47,8 +47,8 @@ class QueryEncoder(torch.nn.Module):
         from transformers import AutoModel, AutoTokenizer
 
         path = resolve_model_dir(model)
-        self.model = AutoModel.from_pretrained(path, local_files_only=True)
-        self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        self.model = load_pretrained(AutoModel, path)
+        self.tokenizer = load_pretrained(AutoTokenizer, path)
 
     def forward(self, texts: Sequence[str]) -> torch.Tensor:
         enc = self.tokenizer(list(texts), padding=True, truncation=True, max_length=64,

@@ -30,7 +30,7 @@ import torch
 
 from retrieval import precision as precisions
 from retrieval.errors import InputError
-from retrieval.local_models import model_name, resolve_model_dir
+from retrieval.local_models import load_pretrained, model_name, resolve_model_dir
 from retrieval.qa.features import MAX_LENGTH, STRIDE, Window, make_windows
 from retrieval.qa.squad import Example, exclude_paragraphs, read_squad
 from retrieval.storage import atomic_directory, is_model_dir, naming
@@ -208,8 +208,8 @@ def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | P
     if validation_articles:
         examples, validation = split_articles(examples, validation_articles)
     base = resolve_model_dir(base_model)
-    tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
-    model = AutoModelForQuestionAnswering.from_pretrained(base, local_files_only=True)
+    tokenizer = load_pretrained(AutoTokenizer, base)
+    model = load_pretrained(AutoModelForQuestionAnswering, base)
     windows = training_windows(tokenizer, examples, max_length, stride)
     steps = epochs * math.ceil(len(windows) / batch_size)
     opt, sched = _optimiser(model, steps, lr, weight_decay, warmup)
@@ -244,7 +244,7 @@ def train_reader(train_file: str | Path, output: str | Path, *, exclude: str | P
     if validation:
         best = max(info["validation"], key=lambda v: (v["f1"], -v["epoch"]))
         info["chosen_epoch"] = best["epoch"]
-        model = AutoModelForQuestionAnswering.from_pretrained(epoch_dir(output, best["epoch"]),
-                                                              local_files_only=True, dtype=torch.float32)
+        model = load_pretrained(AutoModelForQuestionAnswering, epoch_dir(output, best["epoch"]),
+                                dtype=torch.float32)
     save_checkpoint(model, tokenizer, Path(output), info)
     return info
