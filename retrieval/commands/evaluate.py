@@ -9,8 +9,6 @@ from pathlib import Path
 from retrieval import collections
 from retrieval.errors import InputError
 
-TESTS = (("t", "t"), ("wilcoxon", "w"))
-
 
 def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate run files against qrels (with significance tests)",
@@ -68,7 +66,7 @@ def run(args: argparse.Namespace) -> None:
 def _table(results: dict[str, dict[str, float]], names: list[str], comparisons: dict, baseline: str,
            alpha: float) -> str:
     """Means per run and measure; with several runs, significance marks, p-values and a legend."""
-    from retrieval.report import fmt_p
+    from retrieval.report import TESTS, fmt_p
 
     width = max(len(p) for p in results) + (len(" (baseline)") if comparisons else 0)
     cell = 12 if comparisons else 9
@@ -78,7 +76,7 @@ def _table(results: dict[str, dict[str, float]], names: list[str], comparisons: 
         cells = []
         for n in names:
             c = comparisons.get((path, n))
-            mark = "".join(letter for test, letter in TESTS if c and c.significant(test, alpha))
+            mark = "".join(letter for test, letter, _ in TESTS if c and c.significant(test, alpha))
             cells.append(f"{means[n]:.4f} {mark:<2}" if comparisons else f"{means[n]:.4f}")
         lines.append(f"{label:<{width}}  " + "  ".join(f"{c:>{cell}}" for c in cells))
     if not comparisons:
