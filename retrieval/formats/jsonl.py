@@ -12,8 +12,6 @@ from retrieval.formats.textfile import check_id, check_utf8, streamed_lines
 from retrieval.types import Document, Queries
 
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
-
-
 ARRAY = "a JSON array; expected one JSON object per line (JSON Lines: jq -c '.[]' converts an array)"
 EXPECTED = "expected a JSON object with an \"_id\" (BEIR) or \"id\" and \"contents\" (Anserini)"
 
