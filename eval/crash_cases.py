@@ -86,7 +86,8 @@ def open_index(path, expect_parts=()):
         if "late" in index.parts:
             from retrieval.late import LateStore
             LateStore(index)
-        return f"docs={n} parts={','.join(parts)} created={index.manifest['created']}"
+        kind = f" dense={index.parts['dense'].get('index_type')}" if "dense" in parts else ""
+        return f"docs={n} parts={','.join(parts)}{kind} created={index.manifest['created']}"
     except InputError as e:
         return f"InputError: {e}"
 
@@ -107,18 +108,23 @@ if kind in ("inverted", "inverted-fresh"):
         results.append({"delay": delay, "finished": finished, "state": open_index(target)})
         shutil.rmtree(target, ignore_errors=True)
     results.append({"old": open_index(pristine)})
-elif kind in ("dense", "late", "dense-replace"):
+elif kind in ("dense", "late", "dense-replace", "parts-replace"):
     docs = [Document(f"d{i:02d}", "", f"short document number {i} about cats and gardens")
             for i in range(20)]
     base = root / "base"
     build_index(docs, base, progress=False)
-    if kind.startswith("dense"):
+    if kind.startswith("dense") or kind == "parts-replace":
         from retrieval.dense.encoder import Encoder
         from retrieval.dense.faiss_index import add_dense
         model = Encoder()
         work = lambda: add_dense(base.parent / "idx", encoder=model)
-        if kind == "dense-replace":  # the previous index already has a dense part (built in a child)
+        if kind != "dense":  # the previous index already has a dense part (built in a child)
             timed(lambda: add_dense(base, encoder=model, index_type="hnsw"))
+        if kind == "parts-replace":  # what `retrieval index --index I --dense` runs
+            from types import SimpleNamespace
+            from retrieval.building import replace_parts
+            part = SimpleNamespace(encoder=model, index_type="flat", params=None)
+            work = lambda: replace_parts(base.parent / "idx", dense=part)
     else:
         from retrieval.late import LateModel, build_late
         model = LateModel()

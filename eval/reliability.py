@@ -346,7 +346,8 @@ def hand_picked_rows() -> list[tuple[str, int, int, int, int]]:
 def crash_rows(points: int) -> list[tuple[str, int, int, int, int, int, int]]:
     """(write, kill points, killed before the end, previous, new, clear error, other) per kind."""
     rows = []
-    for kind in ("inverted", "inverted-fresh", "dense", "dense-replace", "late", "run", "json"):
+    kinds = ("inverted", "inverted-fresh", "dense", "dense-replace", "parts-replace", "late", "run", "json")
+    for kind in kinds:
         with tempfile.TemporaryDirectory(prefix="crash-") as tmp:
             results, summary = crash_cases.drive(kind, Path(tmp), points)
         before = summary.get("old") or summary.get("base")
@@ -508,7 +509,9 @@ def main(argv: list[str] | None = None) -> int:
         " verifies, and says the part is missing); other = partial data loaded or wrong bytes (a bug)."
         " write kinds: inverted = build_index over a previous index, inverted-fresh = no previous"
         " index, dense / late = add_dense / build_late on an index without that part, dense-replace ="
-        " add_dense over an existing dense part, run = write_run of a 300 x 1000 run over an old file,"
+        " add_dense over an existing dense part (the Python API), parts-replace = building.replace_parts"
+        " over an existing dense part (what `retrieval index --index I --dense` runs: the index is"
+        " replaced as a whole), run = write_run of a 300 x 1000 run over an old file,"
         " json = storage.write_json_atomic (manifests, report results.json) over an old file.",
         "",
         *_table(["write", "kill points", "killed before done", "previous", "new", "part dropped",
@@ -538,8 +541,9 @@ def main(argv: list[str] | None = None) -> int:
         f"eval/full_disk.py: each command that writes runs on a tmpfs (in a private mount namespace) with"
         f" {args.free_points} amounts of free space, from 0 bytes to twice what a complete run writes"
         " plus 64 KiB. error = exit 2 with one line `retrieval: error: <file>: No space left on device`"
-        " and the disk exactly as before (inputs byte-identical, nothing left behind); fine = exit 0"
-        " and the output whole. traceback, crash (killed by a signal, such as SIGBUS in a memory-mapped"
+        " and the disk exactly as before (inputs byte-identical, nothing left behind but the empty lock"
+        " file an update keeps beside the index); fine = exit 0 and the output whole. traceback, crash"
+        " (killed by a signal, such as SIGBUS in a memory-mapped"
         " write), unclear (not that one line) and leftover (the disk changed) are bugs.",
         "",
         *(_table(["command", "what it runs", "bytes written", "attempts", *FULL_DISK_OUTCOMES], full_disk)

@@ -50,15 +50,16 @@ def test_killed_index_build_never_loads_partial_data(kind, tmp_path):
                    if p["delay"] < 0.8 * summary["duration"]), points
 
 
-@pytest.mark.parametrize("kind", ["dense", "late", "dense-replace"])
+@pytest.mark.parametrize("kind", ["dense", "late", "dense-replace", "parts-replace"])
 def test_killed_part_build_never_loads_partial_data(kind, tmp_path):
-    """A killed part build leaves the index as it was, or complete, or (replacing a part) without
-    that part; it always opens and verifies, and never loads a half-written part."""
+    """A killed part build leaves the index as it was, or complete, or (replacing a part through
+    the API's add_dense) without that part; it always opens and verifies, and never loads a
+    half-written part. Through replace_parts (the CLI) the part is never dropped."""
     points, summary = drive(kind, tmp_path)
     complete, base = summary["complete"], summary["base"]
-    part = kind.split("-")[0]
+    part = "dense" if kind == "parts-replace" else kind.split("-")[0]
     assert f"parts={part},inverted" in complete or f"parts=inverted,{part}" in complete, complete
-    assert base.startswith("docs=20 parts=dense,inverted " if kind == "dense-replace" else
+    assert base.startswith("docs=20 parts=dense,inverted " if kind.endswith("replace") else
                            "docs=20 parts=inverted ")
     for p in points:
         state = p["state"]
