@@ -107,12 +107,18 @@ class Index:
             storage.verify_files(self.path, self.manifest["files"])
             for part in self.manifest["parts"].values():
                 storage.verify_files(self.path, part["files"])
-        ids = self.doc_ids
-        if (len(ids) != self.manifest["stats"]["documents"] or ids.dtype.kind != "U" or ids.ndim != 1
-                or not (ids[:-1] < ids[1:]).all()):
-            raise InputError(f"expected {self.manifest['stats']['documents']} distinct sorted doc ids"
-                             f" (strings), found {len(ids)} of {ids.dtype}; rebuild the index",
-                             self.path / DOCIDS_FILE)
+        ids, stored = self.doc_ids, self._stored_documents()
+        if len(ids) != stored or ids.dtype.kind != "U" or ids.ndim != 1 or not (ids[:-1] < ids[1:]).all():
+            raise InputError(f"expected {stored} distinct sorted doc ids (strings), found {len(ids)} of"
+                             f" {ids.dtype}; rebuild the index", self.path / DOCIDS_FILE)
+
+    def _stored_documents(self) -> object:
+        """How many documents the doc store holds: the index's count, except in a Lucene index,
+        whose count leaves out the empty documents Anserini skips (the doc store keeps them)."""
+        build = self.manifest.get("build")
+        if self.manifest.get("backend") == "lucene" and isinstance(build, dict) and "documents" in build:
+            return build["documents"]
+        return self.manifest["stats"]["documents"]
 
     @classmethod
     def open(cls, path: str | Path, verify: bool = True) -> Index:

@@ -151,9 +151,11 @@ def test_lucene_index_opens_as_index_with_docstore(cacm_lucene: Path) -> None:
 
 def test_build_from_documents_and_failed_build_leaves_nothing(tmp_path: Path) -> None:
     docs = [Document("d1", "", "lucene indexes documents"), Document("d2", "t", "bm25 ranking")]
-    build_lucene_index(docs, tmp_path / "small")
+    build_lucene_index(docs + [Document("d3", "", "")], tmp_path / "small")  # Anserini skips d3 (empty)
     run = LuceneBM25(tmp_path / "small", hits=10)(Queries({"q": "indexing"}))
     assert [d for d, _ in run["q"]] == ["d1"]
+    from retrieval.index import Index
+    assert Index.open(tmp_path / "small").num_docs == 3  # its doc store keeps every document
     with pytest.raises(InputError, match="duplicate"):
         build_lucene_index(docs + [Document("d1", "", "again")], tmp_path / "broken")
     assert not (tmp_path / "broken").exists()
