@@ -170,20 +170,35 @@ def load_documents(spec: str | Path) -> Iterator[Document]:
     """Documents of a named collection or a collection file/directory, ids checked (checked_ids)."""
     collection = named(spec)
     if collection is None:
-        return checked_ids(read_documents(spec), Path(spec))
+        return checked_ids(read_documents(spec), Path(spec), located=True)
     root = _root(collection)
     return checked_ids(collection.documents(root), root)
 
 
-def checked_ids(documents: Iterable[Document], source: Path) -> Iterator[Document]:
-    """Pass documents through, refusing an empty or spaced id or one seen before (naming the record)."""
+def checked_ids(documents: Iterable[Document], source: Path, located: bool = False) -> Iterator[Document]:
+    """Pass documents through, refusing an empty or spaced id or one seen before (naming the record;
+    `located`: `source` is what read_documents read, so a JSON Lines duplicate gets its line)."""
     seen: set[str] = set()
     for n, doc in enumerate(documents, 1):
         check_id(doc.id, f"document {n}: id", source)
         if doc.id in seen:
-            raise InputError(f"document {n}: duplicate document id {doc.id!r}; ids must be unique", source)
+            raise _duplicate(doc.id, n, source, located)
         seen.add(doc.id)
         yield doc
+
+
+def _duplicate(doc_id: str, n: int, source: Path, located: bool) -> InputError:
+    """The error for a repeated id: at its file and line, with the first, where the collection is JSON
+    Lines (found by a second pass); otherwise by its position in the collection."""
+    from retrieval.formats.jsonl import id_lines, is_jsonl
+
+    jsonl = is_jsonl(source) or source.is_dir() and any(is_jsonl(p) for p in source.rglob("*"))
+    where = id_lines(source, doc_id) if located and jsonl else []
+    if len(where) >= 2:
+        (first, line), (file, again) = where[:2]
+        return InputError(f"duplicate document id {doc_id!r} (first at {first}:{line}); ids must be unique",
+                          file, again)
+    return InputError(f"document {n}: duplicate document id {doc_id!r}; ids must be unique", source)
 
 
 def load_topics(spec: str | Path, field: str = "title") -> Queries:

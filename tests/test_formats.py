@@ -96,6 +96,20 @@ def test_json_lines_errors_name_the_line(tmp_path, text, expected):
         list(read_documents(write(tmp_path, "docs.json", text)))
 
 
+def test_a_duplicate_id_in_json_lines_is_named_at_its_line_with_the_first(tmp_path):
+    from retrieval.collections import load_documents
+
+    (tmp_path / "c").mkdir()
+    write(tmp_path, "c/a.jsonl", '{"id": "x", "contents": "one"}\n\n{"id": "y", "contents": "two"}\n')
+    write(tmp_path, "c/b.jsonl", '{"_id": "z", "text": "three"}\n{"_id": "y", "text": "again"}\n')
+    expected = r"c/b.jsonl:2: duplicate document id 'y' \(first at .*c/a.jsonl:3\)"
+    with pytest.raises(InputError, match=expected):
+        list(load_documents(tmp_path / "c"))
+    write(tmp_path, "t.trec", "<DOC>\n<DOCNO>a</DOCNO>\nx\n</DOC>\n<DOC>\n<DOCNO>a</DOCNO>\ny\n</DOC>\n")
+    with pytest.raises(InputError, match=r"t.trec: document 2: duplicate document id 'a'"):
+        list(load_documents(tmp_path / "t.trec"))  # other formats: by position
+
+
 def test_collection_directory_must_hold_one_kind(tmp_path):
     write(tmp_path, "a.html", "<html><body>x</body></html>")
     write(tmp_path, "b.jsonl", '{"id": "b", "contents": "y"}\n')
