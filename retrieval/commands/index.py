@@ -21,8 +21,9 @@ def add(sub: argparse._SubParsersAction) -> None:
                        "index is written atomically: an existing one is replaced only when the "
                        "new one is complete.")
     p.add_argument("--collection",
-                   help="collection name (cacm, scifact, vaswani, cranfield) or a path to a "
-                   "BEIR .jsonl(.gz), TREC <DOC> file, SMART file, or HTML directory/.tar.gz")
+                   help="collection name (cacm, scifact, vaswani, cranfield) or a path to JSON "
+                   "Lines (BEIR or Anserini's JsonCollection; a file or a directory of them), a "
+                   "TREC <DOC> file, a SMART file, or HTML pages (a directory or .tar.gz)")
     p.add_argument("--index", required=True, type=Path, help="index directory to create")
     p.add_argument("--force", action="store_true",
                    help="replace whatever is at --index even if it is not an index this tool wrote "
