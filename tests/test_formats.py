@@ -85,8 +85,12 @@ def test_anserini_json_collection_file_and_pyserini_directory(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ('[{"id": "x", "contents": "y"}]\n', r"docs.json:1: a JSON array; expected one JSON object per line"),
-    ('[\n{"id": "x", "contents": "y"}\n]\n', r"docs.json:1: a JSON array"),
+    ('[\n{"id": "x", "contents": "y"},\n{"id": "z"}\n]\n', r"docs.json:3: expected a \"contents\" string"),
+    ('[{"id": "x", "contents": "y"}\n', r"docs.json:1: the JSON array is not closed; expected '\]'"),
+    ('[{"id": "x", "contents": "y"},\n\n{"id": "z" "contents"}]', r"docs.json:3: invalid JSON \(Expecting"),
+    ('[{"id": "x", "contents": "y"} {"id": "z"}]', r"docs.json:1: expected ',' or '\]' after an element"),
+    ('[{"id": "x", "contents": "y"}] []', r"docs.json:1: text after the JSON array"),
+    ('[' * 5000, r"docs.json:1: invalid JSON \(nested too deeply\)"),
     ('{"id": "x", "text": "no contents"}\n', r"docs.json:1: expected a \"contents\" string beside \"id\""),
     ('{"id": "x", "contents": 5}\n', r"docs.json:1: field 'contents' must be a string"),
     ('{"name": "x"}\n', r"docs.json:1: expected a JSON object with an \"_id\" \(BEIR\) or \"id\" and"),
@@ -108,6 +112,15 @@ def test_a_duplicate_id_in_json_lines_is_named_at_its_line_with_the_first(tmp_pa
     write(tmp_path, "t.trec", "<DOC>\n<DOCNO>a</DOCNO>\nx\n</DOC>\n<DOC>\n<DOCNO>a</DOCNO>\ny\n</DOC>\n")
     with pytest.raises(InputError, match=r"t.trec: document 2: duplicate document id 'a'"):
         list(load_documents(tmp_path / "t.trec"))  # other formats: by position
+
+
+def test_a_json_array_of_records_is_read_as_anserini_reads_it(tmp_path):
+    """A file holding one JSON array of records (Anserini's JsonCollection reads these too); errors
+    name the line where the element starts."""
+    text = '\ufeff [\n {"id": "a", "contents": "one"},\n {"_id": "b", "title": "T", "text": "two"}\n]\n'
+    docs = list(read_documents(write(tmp_path, "docs.json", text)))
+    assert [(d.id, d.contents) for d in docs] == [("a", "one"), ("b", "T two")]
+    assert list(read_documents(write(tmp_path, "empty.json", "[ ]"))) == []
 
 
 def test_collection_directory_must_hold_one_kind(tmp_path):

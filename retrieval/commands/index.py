@@ -22,7 +22,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                        "new one is complete.")
     p.add_argument("--collection",
                    help="collection name (cacm, scifact, vaswani, cranfield) or a path to JSON "
-                   "Lines (BEIR or Anserini's JsonCollection; a file or a directory of them), a "
+                   "Lines or a JSON array (BEIR or Anserini's JsonCollection; a file or a directory "
+                   "of them), a "
                    "TREC <DOC> file, a SMART file, or HTML pages (a directory or .tar.gz)")
     p.add_argument("--index", required=True, type=Path, help="index directory to create")
     p.add_argument("--force", action="store_true",

@@ -23,9 +23,9 @@ def add(sub: argparse._SubParsersAction) -> None:
                        "models). Doc ids must be new to the index. " + NOTE)
     p.add_argument("--index", required=True, type=Path, help="index to update")
     p.add_argument("collection", metavar="FILE",
-                   help="JSON Lines (BEIR or Anserini's JsonCollection; a file or a directory of "
-                   "them), a TREC <DOC> file, a SMART file, HTML pages (a directory or .tar.gz), or "
-                   "a collection name")
+                   help="JSON Lines or a JSON array (BEIR or Anserini's JsonCollection; a file or a "
+                   "directory of them), a TREC <DOC> file, a SMART file, HTML pages (a directory or "
+                   ".tar.gz), or a collection name")
     precision_flag(p, "how dense/late parts encode the new documents", ENCODER_PRECISIONS)
     p.add_argument("--late-model", default=None,
                    help="the checkpoint the index's late part was built with (default: the committed one)")

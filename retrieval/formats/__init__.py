@@ -40,13 +40,13 @@ def read_documents(path: str | Path) -> Iterator[Document]:
     if name.endswith((".html", ".htm")):
         return iter([read_html_file(path)])
     head = _head(path)
-    if is_jsonl(path) or head.startswith("{"):
+    if is_jsonl(path) or head.startswith(("{", "[")):
         return read_jsonl_documents(path)
     if head[:5].upper() == "<DOC>":
         return read_trec_documents(path)
     if head.startswith(".I"):
         return read_smart_documents(path)
-    raise InputError("unknown collection format; expected JSON Lines (BEIR or Anserini), TREC <DOC>, "
+    raise InputError("unknown collection format; expected JSON (BEIR or Anserini), TREC <DOC>, "
                      "SMART .I or HTML files (a directory or .tar.gz)", path)
 
 

@@ -1,5 +1,6 @@
-"""JSON Lines collections: BEIR (`_id`, `title`, `text`; also queries.jsonl) and Anserini's
-JsonCollection (`id`, `contents`), one JSON object per line, as pyserini indexes them."""
+"""JSON collections: BEIR (`_id`, `title`, `text`; also queries.jsonl) and Anserini's
+JsonCollection (`id`, `contents`), one JSON object per line (JSON Lines, streamed) or a file
+holding one JSON array of them (read whole), as pyserini indexes them."""
 
 from __future__ import annotations
 
@@ -8,30 +9,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from retrieval.errors import InputError
-from retrieval.formats.textfile import check_id, check_utf8, streamed_lines
+from retrieval.formats.textfile import check_id, check_utf8, head_text, read_text, streamed_lines
 from retrieval.types import Document, Queries
 
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
-ARRAY = "a JSON array; expected one JSON object per line (JSON Lines: jq -c '.[]' converts an array)"
 EXPECTED = "expected a JSON object with an \"_id\" (BEIR) or \"id\" and \"contents\" (Anserini)"
 
 
 def _records(path: str | Path, expected: str = EXPECTED) -> Iterator[tuple[int, dict]]:
-    """(line number, record) for each line's JSON object whose id is a string or number and whose
-    text fields are strings."""
-    for n, line in streamed_lines(path):
-        try:
-            record = json.loads(line)
-        except ValueError as e:
-            if line.lstrip().startswith("["):
-                raise InputError(ARRAY, path, n) from None
-            raise InputError(f"invalid JSON ({e.args[0].split(':')[0]}); expected one JSON object"
-                             " per line", path, n) from None
-        except RecursionError:
-            raise InputError("invalid JSON (nested too deeply); expected one JSON object per line",
-                             path, n) from None
-        if isinstance(record, list):
-            raise InputError(ARRAY, path, n)
+    """(line number, record) for each JSON object whose id is a string or number and whose text
+    fields are strings: one object per line, or the elements of a JSON array (a file starting
+    with `[`, which Anserini's JsonCollection also reads)."""
+    for n, record, escaped in _parsed(path):
         key = "_id" if isinstance(record, dict) and "_id" in record else "id"
         if not isinstance(record, dict) or not isinstance(record.get(key), (str, int)):
             raise InputError(expected, path, n)
@@ -39,9 +28,69 @@ def _records(path: str | Path, expected: str = EXPECTED) -> Iterator[tuple[int, 
         for field in fields:
             if not isinstance(record.get(field, ""), str):
                 raise InputError(f"field {field!r} must be a string", path, n)
-            if "\\u" in line:  # an escape: it may be a lone surrogate
+            if escaped:  # an escape: it may be a lone surrogate
                 check_utf8(record.get(field, ""), f"field {field!r}", path, n)
         yield n, record
+
+
+def _parsed(path: str | Path) -> Iterator[tuple[int, object, bool]]:
+    """(line, value, whether its text has a \\u escape) per line, or per element of an array."""
+    if head_text(path).lstrip().startswith("["):
+        for n, value in _array_elements(path):
+            yield n, value, True
+        return
+    for n, line in streamed_lines(path):
+        try:
+            value = json.loads(line)
+        except ValueError as e:
+            raise InputError(f"invalid JSON ({e.args[0].split(':')[0]}); expected one JSON object"
+                             " per line", path, n) from None
+        except RecursionError:
+            raise InputError("invalid JSON (nested too deeply); expected one JSON object per line",
+                             path, n) from None
+        yield n, value, "\\u" in line
+
+
+def _array_elements(path: str | Path) -> Iterator[tuple[int, object]]:
+    """(line where it starts, value) of each element of a file holding one JSON array (read whole)."""
+    text = read_text(path)
+    decoder, line, seen = json.JSONDecoder(), 1, 0
+    pos = _blank(text, text.index("[") + 1)
+    if text.startswith("]", pos) and not text[pos + 1:].strip():
+        return  # an empty array
+    while pos < len(text):
+        line += text.count("\n", seen, pos)
+        seen = pos
+        try:
+            value, end = decoder.raw_decode(text, pos)
+        except ValueError as e:
+            raise InputError(f"invalid JSON ({e.args[0].split(':')[0]}); expected an array of JSON"
+                             " objects", path, line + text.count("\n", pos, getattr(e, "pos", pos))) from None
+        except RecursionError:
+            raise InputError("invalid JSON (nested too deeply); expected an array of JSON objects",
+                             path, line) from None
+        yield line, value
+        pos = _blank(text, end)
+        if text.startswith(",", pos):
+            pos = _blank(text, pos + 1)
+            continue
+        where = line + text.count("\n", seen, pos)
+        if text.startswith("]", pos):
+            if text[pos + 1:].strip():
+                raise InputError("text after the JSON array; expected nothing after its closing ']'",
+                                 path, where)
+            return
+        if pos >= len(text):
+            raise InputError("the JSON array is not closed; expected ']'", path, line)
+        raise InputError("expected ',' or ']' after an element of the JSON array", path, where)
+    raise InputError("the JSON array is not closed; expected ']'", path, line)
+
+
+def _blank(text: str, pos: int) -> int:
+    """The position of the first non-blank character at or after `pos`."""
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
 
 
 def read_jsonl_documents(path: str | Path) -> Iterator[Document]:
