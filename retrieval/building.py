@@ -70,7 +70,7 @@ def replace_parts(path: Path, dense: Any = None, late: Any = None) -> dict[str, 
     Index.open(path)  # verified before anything is linked
     with storage.atomic_directory(Path(path), ours=storage.is_index_dir) as tmp:
         storage.link_tree(Path(path), tmp)
-        return add_parts(tmp, dense, late)
+        return add_parts(Index.open(tmp, verify=False), dense, late)  # links of the files just verified
 
 
 def add_parts(index: Any, dense: Any = None, late: Any = None) -> dict[str, dict[str, Any]]:

@@ -1,5 +1,4 @@
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -7,7 +6,7 @@ import pytest
 from retrieval import storage
 from retrieval.errors import InputError
 from retrieval.formats import read_documents
-from retrieval.index import Index, build_index
+from retrieval.index import Index, build_index, native_index
 from retrieval.types import Document
 
 
@@ -73,9 +72,10 @@ def test_replacing_parts_of_an_index_is_atomic_as_a_whole(tiny_docs, tmp_path, m
     before = files()
 
     def dense_part(index, *args):  # written into the index as add_dense writes its part
-        with storage.atomic_directory(Path(index) / "dense") as tmp:
+        root = native_index(index).path  # an Index or its path, as add_dense takes
+        with storage.atomic_directory(root / "dense") as tmp:
             (tmp / "vectors.bin").write_bytes(b"vectors")
-        storage.add_part(Path(index), "dense", {"count": 5}, Path(index) / "dense")
+        storage.add_part(root, "dense", {"count": 5}, root / "dense")
         return {"count": 5}
 
     class FailingLate:
