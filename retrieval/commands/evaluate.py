@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> None:
         out = next(iter(results.values())) if len(results) == 1 else results
         print(json.dumps(out, sort_keys=False))
         return
-    values = {path: per_query(run, qrels, names, args.only_answered) for path, run in runs.items()}
+    needed = len(paths) > 1 or args.per_query  # per-query values serve comparisons and --per-query only
+    values = {path: per_query(run, qrels, names, args.only_answered) for path, run in runs.items() if needed}
     comparisons = compare(values, baseline, names) if len(paths) > 1 else {}
     print(_table(results, names, comparisons, baseline, args.alpha))
     if args.per_query:
