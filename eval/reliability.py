@@ -88,6 +88,8 @@ BEIR_CORPUS = (b'{"_id": "d1", "title": "Cats", "text": "The cat sat on the mat.
                b'{"_id": "d3", "text": "no title here \\u00e9"}\n')
 ANSERINI_JSON = (b'{"id": "doc1", "contents": "The cat sat on the mat."}\n'
                  b'{"id": 2, "contents": "Dogs chase cats \\u00e9", "url": "http://x"}\n')
+ANSERINI_ARRAY = (b'[\n {"id": "doc1", "contents": "The cat sat on the mat."},\n'
+                  b' {"_id": 2, "title": "Dogs", "text": "chase cats \\u00e9"}\n]\n')
 BEIR_QUERIES = (b'{"_id": "1", "text": "0-dimensional biomaterials show inductive properties."}\n'
                 b'{"_id": "3", "text": "1,000 genes are expressed", "metadata": {}}\n')
 SMART_DOCS = b""".I 1
@@ -236,6 +238,8 @@ READERS = [
            gzip.compress(BEIR_CORPUS, mtime=0), "corpus.jsonl.gz", list),
     Reader("Anserini JsonCollection", lambda p: list(jsonl.read_jsonl_documents(p)), ANSERINI_JSON,
            "docs.jsonl", list),
+    Reader("JSON array", lambda p: list(jsonl.read_jsonl_documents(p)), ANSERINI_ARRAY, "docs.json",
+           list),
     Reader("BEIR queries JSONL", jsonl.read_beir_queries, BEIR_QUERIES, "queries.jsonl", Queries),
     Reader("SMART documents", lambda p: list(smart.read_smart_documents(p)), SMART_DOCS, "cran.all.1400",
            list),
