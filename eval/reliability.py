@@ -363,7 +363,7 @@ def crash_rows(points: int) -> list[tuple[str, int, int, int, int, int, int]]:
                 tally["previous"] += 1
             elif state == "new" or state == after or state.startswith("docs=4000 "):
                 tally["new"] += 1
-            elif kind == "dense-replace" and state.startswith("docs=20 parts=inverted "):
+            elif kind.endswith("replace") and state.startswith("docs=20 parts=inverted "):
                 tally["dropped"] += 1  # killed after the old part left the manifest, before the new came
             elif state.startswith("InputError"):
                 tally["error"] += 1
@@ -513,9 +513,9 @@ def main(argv: list[str] | None = None) -> int:
         " verifies, and says the part is missing); other = partial data loaded or wrong bytes (a bug)."
         " write kinds: inverted = build_index over a previous index, inverted-fresh = no previous"
         " index, dense / late = add_dense / build_late on an index without that part, dense-replace ="
-        " add_dense over an existing dense part (the Python API), parts-replace = building.replace_parts"
-        " over an existing dense part (what `retrieval index --index I --dense` runs: the index is"
-        " replaced as a whole), run = write_run of a 300 x 1000 run over an old file,"
+        " add_dense over an existing dense part (the Python API: the index is replaced as a whole,"
+        " index.changing_part), parts-replace = building.replace_parts over an existing dense part"
+        " (what `retrieval index --index I --dense` runs: the index is replaced as a whole), run = write_run of a 300 x 1000 run over an old file,"
         " json = storage.write_json_atomic (manifests, report results.json) over an old file.",
         "",
         *_table(["write", "kill points", "killed before done", "previous", "new", "part dropped",

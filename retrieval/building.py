@@ -68,21 +68,21 @@ def replace_parts(path: Path, dense: Any = None, late: Any = None) -> dict[str, 
         raise InputError(f"this is a {kind} index; dense and late parts are added to a native index"
                          " (or built with it: --collection ... --dense/--late)", path)
     Index.open(path)  # verified before anything is linked
-    with storage.atomic_directory(Path(path), ours=storage.is_index_dir) as tmp:
-        storage.link_tree(Path(path), tmp)
+    with storage.linked_copy(Path(path)) as tmp:
         return add_parts(Index.open(tmp, verify=False), dense, late)  # links of the files just verified
 
 
 def add_parts(index: Any, dense: Any = None, late: Any = None) -> dict[str, dict[str, Any]]:
-    """Add (or replace) the dense and late parts of a single index (an Index or its path); returns
+    """Add (or replace) the dense and late parts of a single index (an Index or its path) in place:
+    it is one nobody else uses yet (being built, or a copy that replaces an index whole). Returns
     their manifest entries by part name."""
     entries = {}
     if dense is not None:
         from retrieval.dense import add_dense
 
-        entries["dense"] = add_dense(index, dense.encoder, dense.index_type, dense.params)
+        entries["dense"] = add_dense(index, dense.encoder, dense.index_type, dense.params, in_place=True)
     if late is not None:
         from retrieval.late import build_late
 
-        entries["late"] = build_late(index, late.model, compression=late.compression)
+        entries["late"] = build_late(index, late.model, compression=late.compression, in_place=True)
     return entries

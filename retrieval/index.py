@@ -13,7 +13,8 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,21 @@ class Index:
     @cached_property
     def inverted(self) -> InvertedIndex:
         return InvertedIndex(self.require("inverted"))
+
+
+@contextmanager
+def changing_part(index: Index | str | Path, part: str, in_place: bool = False) -> Iterator[Index]:
+    """The index to write part `part` (dense, late) into. Without that part, the index itself: a new
+    part appears whole, its directory first and then its manifest entry. With it, a copy of hard
+    links that replaces the index as a whole when the block succeeds, so that a failure or a kill
+    while replacing the part never leaves the index without it. `in_place` is for callers already
+    writing into such a copy (or into an index still being built)."""
+    index = native_index(index)
+    if in_place or not index.has(part):
+        yield index
+        return
+    with storage.linked_copy(index.path) as copy:
+        yield Index.open(copy, verify=False)  # links of the files the open index checked
 
 
 def native_index(index: Index | str | Path) -> Index:

@@ -213,6 +213,16 @@ def link_tree(source: Path, target: Path) -> None:
             shutil.copy2(item, dest)
 
 
+@contextlib.contextmanager
+def linked_copy(index_dir: Path) -> Iterator[Path]:
+    """A copy of the index at `index_dir` made of hard links, that replaces the index as a whole
+    only if the block succeeds. Change the copy only by renaming new files in (as atomic_directory
+    and write_json_atomic do): writing into a linked file would change the original too."""
+    with atomic_directory(Path(index_dir), ours=is_index_dir) as tmp:
+        link_tree(Path(index_dir), tmp)
+        yield tmp
+
+
 def _forget_part(target: Path) -> None:
     """Before a part directory (`<index>/dense`, ...) is replaced, drop it from the manifest.
 

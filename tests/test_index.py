@@ -71,7 +71,7 @@ def test_replacing_parts_of_an_index_is_atomic_as_a_whole(tiny_docs, tmp_path, m
     files = lambda: {p.relative_to(path): p.read_bytes() for p in path.rglob("*") if p.is_file()}  # noqa: E731
     before = files()
 
-    def dense_part(index, *args):  # written into the index as add_dense writes its part
+    def dense_part(index, *args, in_place=False):  # written into the index as add_dense writes its part
         root = native_index(index).path  # an Index or its path, as add_dense takes
         with storage.atomic_directory(root / "dense") as tmp:
             (tmp / "vectors.bin").write_bytes(b"vectors")

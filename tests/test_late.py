@@ -373,3 +373,30 @@ def test_checkpoint_settings_are_checked_on_load(tmp_path, settings, message):
     path.write_bytes(save({"projection": np.ones((4, 4), np.float32)}, metadata=metadata))
     with pytest.raises(InputError, match=message):
         load_checkpoint(path)
+
+
+@pytest.mark.parametrize("replace", ["build_late", "convert_late"])
+def test_replacing_the_late_part_replaces_the_index_whole(tiny_index, small_checkpoint, replace, monkeypatch):
+    """A late part being replaced is written into a hard-linked copy of the index: stopped after the
+    new part's directory is in place but before the manifest records it (a kill there), the index
+    is left as it was, part included. In place, the part would have been dropped."""
+    from retrieval import storage
+
+    model = LateModel(small_checkpoint, threads=1)
+    build_late(tiny_index, model, compression="fp16", progress=False)
+    path = tiny_index.path
+    files = lambda: {p.relative_to(path): p.read_bytes() for p in path.rglob("*") if p.is_file()}  # noqa: E731
+    before = files()
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt("stopped before the manifest was written")
+
+    monkeypatch.setattr(storage, "add_part", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        if replace == "build_late":
+            build_late(Index.open(path), model, compression="int8", progress=False)
+        else:
+            convert_late(Index.open(path), "int8")
+    assert files() == before
+    assert Index.open(path).parts["late"]["compression"] == "fp16"
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no copy left behind

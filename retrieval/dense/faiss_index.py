@@ -95,7 +95,8 @@ def configure_search(index: faiss.Index, params: dict[str, int]) -> None:
 def build_dense_part(index_dir: Path, doc_ids: Sequence[str], texts: Sequence[str], *,
                      encoder: Encoder | None = None, index_type: str = "flat",
                      params: dict[str, int] | None = None) -> dict[str, Any]:
-    """Encode `texts` (doc_ids[i]'s contents), write `index_dir/dense/`, record it; the entry."""
+    """Encode `texts` (doc_ids[i]'s contents), write `index_dir/dense/`, record it; the entry.
+    Written in place: `add_dense` is the one that replaces an existing part with the whole index."""
     if len(doc_ids) != len(texts):
         raise ValueError(f"{len(doc_ids)} doc ids but {len(texts)} texts")
     index_params(index_type, params)  # refuse bad parameters before the slow encoding
@@ -157,15 +158,17 @@ def load_dense_part(index_dir: Path, verify: bool = True
 
 
 def add_dense(index: Any, encoder: Encoder | None = None, index_type: str = "flat",
-              params: dict[str, int] | None = None) -> dict[str, Any]:
+              params: dict[str, int] | None = None, in_place: bool = False) -> dict[str, Any]:
     """Add (or replace) the dense part of an existing index (an Index or its path).
 
     Documents are read from the index's doc store in internal order, so FAISS
-    row i is docno i; `Document.contents` (title + " " + text) is encoded.
+    row i is docno i; `Document.contents` (title + " " + text) is encoded. A part
+    being replaced is replaced with the whole index (index.changing_part), unless
+    `in_place`: for callers already writing into a copy that replaces the index.
     """
-    from retrieval.index import native_index
+    from retrieval.index import changing_part
 
-    opened = native_index(index)
-    docs = list(opened.docstore)
-    return build_dense_part(opened.path, [d.id for d in docs], [d.contents for d in docs],
-                            encoder=encoder, index_type=index_type, params=params)
+    with changing_part(index, PART, in_place) as target:
+        docs = list(target.docstore)
+        return build_dense_part(target.path, [d.id for d in docs], [d.contents for d in docs],
+                                encoder=encoder, index_type=index_type, params=params)

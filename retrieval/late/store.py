@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from retrieval import storage
 from retrieval.errors import InputError
-from retrieval.index import Index, native_index
+from retrieval.index import Index, changing_part
 from retrieval.late.model import LateModel
 
 PART = "late"
@@ -122,10 +122,17 @@ def encoded_documents(model: LateModel, texts: Sequence[str], batch_docs: int = 
 
 
 def build_late(index: Index | str | Path, model: LateModel | None = None, compression: str = "fp16",
-               batch_docs: int = 256, progress: bool = True) -> dict[str, Any]:
-    """Encode every document of the index and add the `late/` part atomically; returns its entry."""
-    index = native_index(index)
+               batch_docs: int = 256, progress: bool = True, in_place: bool = False) -> dict[str, Any]:
+    """Encode every document of the index and add the `late/` part atomically; returns its entry.
+    A part being replaced is replaced with the whole index (see index.changing_part)."""
     model = model or LateModel()
+    with changing_part(index, PART, in_place) as target:
+        return _write_store(target, model, compression, batch_docs, progress)
+
+
+def _write_store(index: Index, model: LateModel, compression: str, batch_docs: int,
+                 progress: bool) -> dict[str, Any]:
+    """Encode every document of `index` into its `late/` part; the part's entry."""
     ids = index.doc_id_list
     with storage.atomic_directory(index.path / PART) as tmp:
         writer = StoreWriter(tmp, compression, model.dim)
@@ -194,8 +201,14 @@ class LateStore:
 
 
 def convert_late(index: Index | str | Path, compression: str) -> dict[str, Any]:
-    """Rewrite an existing late store with another compression (no re-encoding); returns its entry."""
-    index = native_index(index)
+    """Rewrite an existing late store with another compression (no re-encoding), replacing the
+    index as a whole (see index.changing_part); returns the part's entry."""
+    with changing_part(index, PART) as target:
+        return _convert_store(target, compression)
+
+
+def _convert_store(index: Index, compression: str) -> dict[str, Any]:
+    """Rewrite the `late/` part of `index` with another compression; its entry."""
     store = LateStore(index)
     entry = dict(store.entry)
     with storage.atomic_directory(index.path / PART) as tmp:
