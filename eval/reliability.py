@@ -515,7 +515,8 @@ def main(argv: list[str] | None = None) -> int:
         " index, dense / late = add_dense / build_late on an index without that part, dense-replace ="
         " add_dense over an existing dense part (the Python API: the index is replaced as a whole,"
         " index.changing_part), parts-replace = building.replace_parts over an existing dense part"
-        " (what `retrieval index --index I --dense` runs: the index is replaced as a whole), run = write_run of a 300 x 1000 run over an old file,"
+        " (what `retrieval index --index I --dense` runs: the index is replaced as a whole), run ="
+        " write_run of a 300 x 1000 run over an old file,"
         " json = storage.write_json_atomic (manifests, report results.json) over an old file.",
         "",
         *_table(["write", "kill points", "killed before done", "previous", "new", "part dropped",

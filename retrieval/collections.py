@@ -177,7 +177,7 @@ def load_documents(spec: str | Path) -> Iterator[Document]:
 
 def checked_ids(documents: Iterable[Document], source: Path, located: bool = False) -> Iterator[Document]:
     """Pass documents through, refusing an empty or spaced id or one seen before (naming the record;
-    `located`: `source` is what read_documents read, so a JSON Lines duplicate gets its line)."""
+    `located`: `source` is what read_documents read, so a duplicate is named at its file and line)."""
     seen: set[str] = set()
     for n, doc in enumerate(documents, 1):
         check_id(doc.id, f"document {n}: id", source)
@@ -188,15 +188,15 @@ def checked_ids(documents: Iterable[Document], source: Path, located: bool = Fal
 
 
 def _duplicate(doc_id: str, n: int, source: Path, located: bool) -> InputError:
-    """The error for a repeated id: at its file and line, with the first, where the collection is JSON
-    Lines (found by a second pass); otherwise by its position in the collection."""
-    from retrieval.formats.jsonl import id_lines, is_jsonl
+    """The error for a repeated id: at its file and line, with the first (found by a second pass over
+    the collection at `source` when `located`); otherwise by its position in the collection."""
+    from retrieval.formats import document_places
 
-    jsonl = is_jsonl(source) or source.is_dir() and any(is_jsonl(p) for p in source.rglob("*"))
-    where = id_lines(source, doc_id) if located and jsonl else []
+    where = document_places(source, doc_id) if located else []
     if len(where) >= 2:
         (first, line), (file, again) = where[:2]
-        return InputError(f"duplicate document id {doc_id!r} (first at {first}:{line}); ids must be unique",
+        first_at = f"{first}:{line}" if line is not None else str(first)
+        return InputError(f"duplicate document id {doc_id!r} (first at {first_at}); ids must be unique",
                           file, again)
     return InputError(f"document {n}: duplicate document id {doc_id!r}; ids must be unique", source)
 

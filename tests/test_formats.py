@@ -100,7 +100,9 @@ def test_json_lines_errors_name_the_line(tmp_path, text, expected):
         list(read_documents(write(tmp_path, "docs.json", text)))
 
 
-def test_a_duplicate_id_in_json_lines_is_named_at_its_line_with_the_first(tmp_path):
+def test_a_duplicate_id_is_named_at_its_line_with_the_first(tmp_path):
+    """In every collection format: JSON Lines files, TREC and SMART at the record's line, HTML pages
+    (one document a file) by file."""
     from retrieval.collections import load_documents
 
     (tmp_path / "c").mkdir()
@@ -109,9 +111,18 @@ def test_a_duplicate_id_in_json_lines_is_named_at_its_line_with_the_first(tmp_pa
     expected = r"c/b.jsonl:2: duplicate document id 'y' \(first at .*c/a.jsonl:3\)"
     with pytest.raises(InputError, match=expected):
         list(load_documents(tmp_path / "c"))
-    write(tmp_path, "t.trec", "<DOC>\n<DOCNO>a</DOCNO>\nx\n</DOC>\n<DOC>\n<DOCNO>a</DOCNO>\ny\n</DOC>\n")
-    with pytest.raises(InputError, match=r"t.trec: document 2: duplicate document id 'a'"):
-        list(load_documents(tmp_path / "t.trec"))  # other formats: by position
+    write(tmp_path, "t.trec", "<DOC>\n<DOCNO>a</DOCNO>\nx\n</DOC>\n\n<DOC>\n<DOCNO>a</DOCNO>\ny\n</DOC>\n")
+    with pytest.raises(InputError, match=r"t.trec:6: duplicate document id 'a' \(first at .*t.trec:1\)"):
+        list(load_documents(tmp_path / "t.trec"))
+    write(tmp_path, "s.all", ".I 1\n.W\none\n.I 2\n.W\ntwo\n.I 1\n.W\nagain\n")
+    with pytest.raises(InputError, match=r"s.all:7: duplicate document id '1' \(first at .*s.all:1\)"):
+        list(load_documents(tmp_path / "s.all"))
+    for sub in ("h/a", "h/b"):
+        (tmp_path / sub).mkdir(parents=True)
+    write(tmp_path, "h/a/p.html", "<p>one</p>")
+    write(tmp_path, "h/b/p.htm", "<p>two</p>")
+    with pytest.raises(InputError, match=r"h/b/p.htm: duplicate document id 'p' \(first at .*h/a/p.html\)"):
+        list(load_documents(tmp_path / "h"))
 
 
 def test_a_json_array_of_records_is_read_as_anserini_reads_it(tmp_path):

@@ -82,6 +82,21 @@ def read_html_directory(path: str | Path) -> Iterator[Document]:
             yield read_html_file(file)
 
 
+def html_directory_places(path: Path) -> Iterator[tuple[str, Path, None]]:
+    """(document id, file, None) of every page under a directory (a page is one document)."""
+    for file in sorted(p for p in Path(path).rglob("*") if p.suffix.lower() in HTML_SUFFIXES):
+        if not file.is_dir():
+            yield file.stem, file, None
+
+
+def html_tarball_places(path: Path) -> Iterator[tuple[str, str, None]]:
+    """(document id, archive!member, None) of every page in a .tar.gz (a page is one document)."""
+    with tarfile.open(path, "r:*") as archive:
+        for member in archive:
+            if member.isfile() and member.name.lower().endswith(HTML_SUFFIXES):
+                yield _doc_id(member.name), f"{path}!{member.name}", None
+
+
 def read_html_file(file: Path) -> Document:
     """One HTML page as a document; its id is the file name without the extension."""
     try:

@@ -111,12 +111,12 @@ def read_jsonl_documents(path: str | Path) -> Iterator[Document]:
                              path, n)
 
 
-def id_lines(path: Path, doc_id: str) -> list[tuple[Path, int]]:
-    """(file, line) of every record with this document id in a JSON Lines file or directory (for
-    naming where a duplicate id is: a second pass, made only when there is one)."""
+def jsonl_places(path: Path) -> Iterator[tuple[str, Path, int]]:
+    """(document id, file, line) of every record of a JSON Lines file or directory."""
     files = sorted(p for p in path.rglob("*") if is_jsonl(p)) if path.is_dir() else [path]
-    return [(file, n) for file in files for n, record in _records(file)
-            if str(record.get("_id", record.get("id"))) == doc_id]
+    for file in files:
+        for n, record in _records(file):
+            yield str(record.get("_id", record.get("id"))), file, n
 
 
 def read_jsonl_directory(path: str | Path) -> Iterator[Document]:

@@ -47,6 +47,12 @@ def read_smart_documents(path: str | Path, text: str | None = None) -> Iterator[
                        " ".join(fields.get("W", "").split()))
 
 
+def smart_places(path: Path) -> Iterator[tuple[str, Path, int]]:
+    """(document id, file, line of its `.I`) of every record of a SMART file."""
+    for line, doc_id, _ in _records(read_text(path), path):
+        yield doc_id, path, line
+
+
 def read_smart_queries(path: str | Path, renumber: bool = True, text: str | None = None) -> Queries:
     """Cranfield queries from `.W`. Cranfield's qrels number queries 1..225 by
     position, not by their `.I` numbers, so `renumber` (default) ids them by position."""

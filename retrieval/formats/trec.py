@@ -56,6 +56,14 @@ def read_trec_documents(path: str | Path) -> Iterator[Document]:
         raise InputError("no <DOC> blocks found; expected a TREC document file", path)
 
 
+def trec_places(path: Path) -> Iterator[tuple[str, Path, int]]:
+    """(document id, file, line of its <DOC>) of every document of a TREC <DOC> file."""
+    text = read_text(path)
+    for m in _DOC.finditer(text):
+        docno = _DOCNO.search(m.group(1))
+        yield (docno.group(1) if docno else ""), path, _line_of(text, m.start())
+
+
 _TOP = re.compile(r"<top>(.*?)</top>", re.S | re.I)
 _FIELD = re.compile(r"<(num|title|desc|narr)>(.*?)(?=<(?:/?num|/?title|/?desc|/?narr|/top)>|\Z)",
                     re.S | re.I)
