@@ -258,6 +258,21 @@ def test_retrieve_then_read_with_a_bm25_first_stage(tmp_path):
         RetrieveThenRead(BM25(tmp_path / "ix"), READER, tmp_path / "ix", passages=0)
 
 
+def test_loading_the_reader_leaves_transformers_logging_as_it_was():
+    """The reader's load silences transformers' warnings for that load only (API users keep theirs)."""
+    from transformers.utils import logging as hf_logging
+
+    from retrieval.qa.reader import load_reader_model
+
+    before = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_info()
+    try:
+        load_reader_model(READER)
+        assert hf_logging.get_verbosity() == hf_logging.INFO
+    finally:
+        hf_logging.set_verbosity(before)
+
+
 @pytest.mark.slow
 def test_reader_with_gold_paragraph_on_xquad_slice():
     from retrieval.qa.pipeline import best_answers
