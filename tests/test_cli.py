@@ -58,6 +58,12 @@ def test_eval_compares_runs_with_the_baseline_by_paired_tests(tmp_path, capsys):
                                 f"{p_w:.4f}" if p_w >= 1e-4 else f"{p_w:.0e}"]
     means = next(line for line in out.splitlines() if line.startswith(f"{good} "))
     assert means.split()[1:] == ["1.0000", "tw"]
+    assert main(["eval", "--qrels", str(qrels), str(poor), str(good), "--measures", "MAP", "--json"]) == 0
+    as_json = json.loads(capsys.readouterr().out)
+    assert as_json["baseline"] == str(poor) and as_json["runs"][str(good)] == {"MAP": 1.0}
+    compared = as_json["comparisons"][str(good)]["MAP"]
+    assert compared["queries"] == 12 and compared["p"]["t"] == pytest.approx(p_t)
+    assert compared["p_holm"]["wilcoxon"] == pytest.approx(p_w)  # one run compared: Holm changes nothing
     assert main(["eval", "--qrels", str(qrels), str(poor), str(good), "--baseline", str(good / "r")]) == 2
     assert "--baseline must be one of the run files given" in capsys.readouterr().err
 

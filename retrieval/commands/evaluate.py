@@ -30,7 +30,10 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alpha", type=float, default=0.05,
                    help="significance level of the Holm-adjusted p-values (default 0.05)")
     p.add_argument("--per-query", action="store_true", help="also print each query's values")
-    p.add_argument("--json", action="store_true", help="print {measure: value} as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON: {measure: value} for one run; for several, {\"baseline\": run,"
+                   " \"runs\": {run: {measure: value}}, \"comparisons\": {run: {measure: {queries,"
+                   " mean_difference, p, p_holm}}}} (p: raw and Holm-adjusted t / wilcoxon)")
     p.set_defaults(handler=run)
 
 
@@ -49,19 +52,29 @@ def run(args: argparse.Namespace) -> None:
     names = [n for n, _ in parse_measures(args.measures)]
     runs = {path: read_run(path) for path in paths}
     results = {path: evaluate(run, qrels, names, args.only_answered) for path, run in runs.items()}
-    if args.json:
-        out = next(iter(results.values())) if len(results) == 1 else results
-        print(json.dumps(out, sort_keys=False))
-        return
     needed = len(paths) > 1 or args.per_query  # per-query values serve comparisons and --per-query only
     values = {path: per_query(run, qrels, names, args.only_answered) for path, run in runs.items() if needed}
     comparisons = compare(values, baseline, names) if len(paths) > 1 else {}
+    if args.json:
+        print(json.dumps(_json(results, comparisons, baseline)))
+        return
     print(_table(results, names, comparisons, baseline, args.alpha))
     if args.per_query:
         for path, by_query in values.items():
             print(f"\n{path}\n{'query':<10}  " + "  ".join(f"{n:>9}" for n in names))
             for qid, row in by_query.items():
                 print(f"{qid:<10}  " + "  ".join(f"{row[n]:>9.4f}" for n in names))
+
+
+def _json(results: dict[str, dict[str, float]], comparisons: dict, baseline: str) -> dict:
+    """One run: its {measure: value}; several: the baseline, every run's means and the comparisons."""
+    if not comparisons:
+        return next(iter(results.values()))
+    compared: dict[str, dict] = {}
+    for (path, measure), c in comparisons.items():
+        compared.setdefault(path, {})[measure] = {"queries": c.queries, "mean_difference": c.mean_difference,
+                                                  "p": c.p, "p_holm": c.p_holm}
+    return {"baseline": baseline, "runs": results, "comparisons": compared}
 
 
 def _table(results: dict[str, dict[str, float]], names: list[str], comparisons: dict, baseline: str,
