@@ -210,7 +210,7 @@ def changing_part(index: Index | str | Path, part: str, in_place: bool = False) 
         yield index
         return
     with storage.linked_copy(index.path) as copy:
-        yield Index.open(copy, verify=False)  # links of the files the open index checked
+        yield Index.open(copy, verify=False)  # links of the files of the index opened above
 
 
 def native_index(index: Index | str | Path) -> Index:
