@@ -263,7 +263,7 @@ CASES: list[tuple[str, str, Callable[[Fixture], Result], str]] = [
     ("candidates", "empty file", candidates(""), E),
     ("candidates", "some queries in common", candidates("1 Q0 d0 1 1.0 t\n99 Q0 d1 1 1.0 t\n"), F),
     ("messages", "duplicate doc id names file and record", says(collection("dup.trec", DUPLICATE),
-                                                                "dup.trec", "document 2", "'a'"), E),
+                                                                "dup.trec:5", "first at", "'a'"), E),
     ("messages", "format_version '1'", says(version_string, "'1'", "integer"), E),
     ("messages", "--topic-field bogus", says(search_with("--topic-field", "bogus"), "topic field"), E),
     ("messages", "select_on: train on CACM", says(select_on_missing_split, "splits", "test"), E),
