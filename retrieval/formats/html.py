@@ -59,14 +59,26 @@ def _doc_id(name: str) -> str:
     return PurePosixPath(name).stem
 
 
+def _html_members(archive: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
+    """The .html files of an open archive, in archive order."""
+    for member in archive:
+        if member.isfile() and member.name.lower().endswith(HTML_SUFFIXES):
+            yield member
+
+
+def _html_files(path: str | Path) -> list[Path]:
+    """The .html files under a directory, in sorted path order (broken links included, for the reader
+    to refuse; a directory named *.html is left out: rglob lists its files themselves)."""
+    return sorted(p for p in Path(path).rglob("*") if p.suffix.lower() in HTML_SUFFIXES and not p.is_dir())
+
+
 def read_html_tarball(path: str | Path) -> Iterator[Document]:
     """Documents from the .html files inside a .tar.gz archive, in archive order."""
     try:
         with tarfile.open(path, "r:*") as archive:
-            for member in archive:
-                if member.isfile() and member.name.lower().endswith(HTML_SUFFIXES):
-                    data = archive.extractfile(member).read()
-                    yield html_to_document(_doc_id(member.name), decode(data, f"{path}!{member.name}"))
+            for member in _html_members(archive):
+                data = archive.extractfile(member).read()
+                yield html_to_document(_doc_id(member.name), decode(data, f"{path}!{member.name}"))
     except (tarfile.TarError, EOFError, OSError) as e:
         reason = " ".join(str(e).split())  # tarfile's messages span lines; errors are one line
         raise InputError(f"cannot read archive ({reason}); expected a .tar.gz of HTML files", path) from None
@@ -74,27 +86,23 @@ def read_html_tarball(path: str | Path) -> Iterator[Document]:
 
 def read_html_directory(path: str | Path) -> Iterator[Document]:
     """Documents from the .html files under a directory, in sorted path order."""
-    files = sorted(p for p in Path(path).rglob("*") if p.suffix.lower() in HTML_SUFFIXES)
-    for file in files:
+    for file in _html_files(path):
         if file.is_symlink() and not file.exists():
             raise InputError("broken symbolic link in the collection; expected an .html file", file)
-        if not file.is_dir():  # a directory named *.html: its files are listed by rglob themselves
-            yield read_html_file(file)
+        yield read_html_file(file)
 
 
 def html_directory_places(path: Path) -> Iterator[tuple[str, Path, None]]:
     """(document id, file, None) of every page under a directory (a page is one document)."""
-    for file in sorted(p for p in Path(path).rglob("*") if p.suffix.lower() in HTML_SUFFIXES):
-        if not file.is_dir():
-            yield file.stem, file, None
+    for file in _html_files(path):
+        yield file.stem, file, None
 
 
 def html_tarball_places(path: Path) -> Iterator[tuple[str, str, None]]:
     """(document id, archive!member, None) of every page in a .tar.gz (a page is one document)."""
     with tarfile.open(path, "r:*") as archive:
-        for member in archive:
-            if member.isfile() and member.name.lower().endswith(HTML_SUFFIXES):
-                yield _doc_id(member.name), f"{path}!{member.name}", None
+        for member in _html_members(archive):
+            yield _doc_id(member.name), f"{path}!{member.name}", None
 
 
 def read_html_file(file: Path) -> Document:

@@ -113,8 +113,7 @@ def read_jsonl_documents(path: str | Path) -> Iterator[Document]:
 
 def jsonl_places(path: Path) -> Iterator[tuple[str, Path, int]]:
     """(document id, file, line) of every record of a JSON Lines file or directory."""
-    files = sorted(p for p in path.rglob("*") if is_jsonl(p)) if path.is_dir() else [path]
-    for file in files:
+    for file in _jsonl_files(path) if path.is_dir() else [path]:
         for n, record in _records(file):
             yield str(record.get("_id", record.get("id"))), file, n
 
@@ -122,8 +121,13 @@ def jsonl_places(path: Path) -> Iterator[tuple[str, Path, int]]:
 def read_jsonl_directory(path: str | Path) -> Iterator[Document]:
     """Documents of every JSON Lines file under a directory (pyserini's `--input` layout), in sorted
     path order."""
-    for file in sorted(p for p in Path(path).rglob("*") if is_jsonl(p)):
+    for file in _jsonl_files(path):
         yield from read_jsonl_documents(file)
+
+
+def _jsonl_files(path: str | Path) -> list[Path]:
+    """The JSON Lines files under a directory, in sorted path order."""
+    return sorted(p for p in Path(path).rglob("*") if is_jsonl(p))
 
 
 def is_jsonl(path: Path) -> bool:
