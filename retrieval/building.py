@@ -59,17 +59,15 @@ def replace_parts(path: Path, dense: Any = None, late: Any = None) -> dict[str, 
     """Add (or replace) the dense and late parts of the single index at `path` as a whole: they are
     built into a copy of hard links that replaces the index only when every part is done, so a
     failure or a kill leaves the index as it was. Returns the parts' manifest entries."""
-    from retrieval import storage
-    from retrieval.index import Index
+    from retrieval.index import linked_index
     from retrieval.index_kinds import index_kind
 
     kind = index_kind(path)
     if kind != "native":
         raise InputError(f"this is a {kind} index; dense and late parts are added to a native index"
                          " (or built with it: --collection ... --dense/--late)", path)
-    Index.open(path)  # verified before anything is linked
-    with storage.linked_copy(Path(path)) as tmp:
-        return add_parts(Index.open(tmp, verify=False), dense, late)  # links of the files just verified
+    with linked_index(path) as copy:
+        return add_parts(copy, dense, late)
 
 
 def add_parts(index: Any, dense: Any = None, late: Any = None) -> dict[str, dict[str, Any]]:

@@ -209,6 +209,15 @@ def changing_part(index: Index | str | Path, part: str, in_place: bool = False) 
     if in_place or not index.has(part):
         yield index
         return
+    with linked_index(index) as copy:
+        yield copy
+
+
+@contextmanager
+def linked_index(index: Index | str | Path) -> Iterator[Index]:
+    """The native index (opened, so verified, if given as a path) as a copy of hard links to change:
+    it replaces the index as a whole only if the block succeeds (storage.linked_copy)."""
+    index = native_index(index)
     with storage.linked_copy(index.path) as copy:
         yield Index.open(copy, verify=False)  # links of the files of the index opened above
 
