@@ -22,16 +22,20 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
-def load_pretrained(loader: Any, path: str | Path, **kwargs: Any) -> Any:
+def load_pretrained(loader: Any, path: str | Path, quiet: bool = False, **kwargs: Any) -> Any:
     """`loader.from_pretrained(path)` from local files only, without transformers' "Loading
-    weights" bar (noise among our own progress lines); the bar's setting is restored after."""
+    weights" bar (noise among our own progress lines), and with `quiet` without its warnings too;
+    transformers' settings are restored after."""
     from transformers.utils import logging as hf_logging
 
-    shown = hf_logging.is_progress_bar_enabled()
+    shown, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
     hf_logging.disable_progress_bar()
+    if quiet:
+        hf_logging.set_verbosity_error()
     try:
         return loader.from_pretrained(path, local_files_only=True, **kwargs)
     finally:
+        hf_logging.set_verbosity(level)
         if shown:
             hf_logging.enable_progress_bar()
 

@@ -105,19 +105,13 @@ def load_reader_model(path: str | Path | None = None):
     """(model, tokenizer, SHA-256 of the weights) from a local reader checkpoint directory (fp16
     weights -> fp32)."""
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
     path = Path(path) if path else DEFAULT_READER
     if not (path / "config.json").is_file():
         raise InputError("no reader checkpoint here (config.json missing); train one with"
                          " `retrieval train reader`", path)
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # transformers' load warnings, for this load only
-    try:
-        model = load_pretrained(AutoModelForQuestionAnswering, path, dtype=torch.float32).eval()
-        tokenizer = load_pretrained(AutoTokenizer, path)
-    finally:
-        hf_logging.set_verbosity(level)
+    model = load_pretrained(AutoModelForQuestionAnswering, path, quiet=True, dtype=torch.float32).eval()
+    tokenizer = load_pretrained(AutoTokenizer, path, quiet=True)
     return model, tokenizer, sha256_file(weights_file(path))
 
 
