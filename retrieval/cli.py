@@ -70,6 +70,20 @@ def _refuse_output_over_input(args: argparse.Namespace) -> None:
                                  "writing it would replace that input: choose another file name")
 
 
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """Parse argv; a command whose files are a list (`eval`'s runs, named by `files_dest`) also takes
+    files after its options (`eval --qrels q a.txt --baseline a.txt b.txt`), which argparse alone
+    would refuse."""
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    dest = getattr(args, "files_dest", None)
+    if extra and dest and not any(arg.startswith("-") for arg in extra):
+        getattr(args, dest).extend(Path(arg) for arg in extra)
+    elif extra:
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, run, turn bad input into one line and exit status 2."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -79,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except UnicodeEncodeError:  # bytes the locale could not decode, kept as surrogates by Python
             print(f"retrieval: error: argument {arg!r} is not valid UTF-8", file=sys.stderr)
             return 2
-    args = parser().parse_args(argv)
+    args = _parse(argv)
     try:
         collections.set_data_dir(args.data_dir)
         _refuse_output_over_input(args)

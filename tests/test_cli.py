@@ -66,6 +66,13 @@ def test_eval_compares_runs_with_the_baseline_by_paired_tests(tmp_path, capsys):
     assert compared["p_holm"]["wilcoxon"] == pytest.approx(p_w)  # one run compared: Holm changes nothing
     assert main(["eval", "--qrels", str(qrels), str(poor), str(good), "--baseline", str(good / "r")]) == 2
     assert "--baseline must be one of the run files given" in capsys.readouterr().err
+    # run files may follow options, as anywhere else on a command line; a stray option may not
+    assert main(["eval", "--qrels", str(qrels), str(poor), "--baseline", str(good), str(good), "--json",
+                 "--measures", "MAP"]) == 0
+    assert json.loads(capsys.readouterr().out)["baseline"] == str(good)
+    with pytest.raises(SystemExit) as stray:
+        main(["eval", "--qrels", str(qrels), str(poor), "--bogus", str(good)])
+    assert stray.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err
 
 
 def test_search_output_is_byte_identical(tiny_docs, tmp_path):

@@ -34,7 +34,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="print JSON: {measure: value} for one run; for several, {\"baseline\": run,"
                    " \"runs\": {run: {measure: value}}, \"comparisons\": {run: {measure: {queries,"
                    " mean_difference, p, p_holm}}}} (p: raw and Holm-adjusted t / wilcoxon)")
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, files_dest="runs")  # run files may also follow options (cli._parse)
 
 
 def run(args: argparse.Namespace) -> None:
