@@ -451,7 +451,7 @@ def exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms, weights, k
     window = len(window_scores)
     cursor, end, base = _cursors(indptr, bases, terms)
     count = 0
-    threshold = -1.0  # below 0: fewer than k kept so far, every document touched is kept
+    threshold = -1.0  # below 0 until the buffer first fills: every document touched is kept
     threshold_bits = np.int64(0)
     while True:
         start = _window_start(docnos, cursor, end)

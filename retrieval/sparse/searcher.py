@@ -29,9 +29,10 @@ from retrieval.sparse.inverted import InvertedIndex
 WeightedQuery = list[tuple[int, float]]  # (term id, weight)
 METHODS = ("auto", "maxscore", "exhaustive")
 # "auto" is the exhaustive kernel: eval/bench_topk.py (results/topk.md; CACM to 1M synthetic documents,
-# k 10-10,000) and eval/bench_scale.py (results/scale.md; up to 8.8M documents) found it faster than
-# MaxScore in every cell measured but one (100k documents at k=10,000: 1% slower, ranges overlapping).
-# MaxScore stays selectable (method="maxscore"), exact and tested.
+# k 10-10,000) and eval/bench_scale.py (results/scale*.md; up to 8.8M documents) found it faster than
+# MaxScore in every cell measured (1.2-4.2x; before large k selected through a buffer, MaxScore was 1%
+# faster in one cell, 100k documents at k=10,000). MaxScore stays selectable (method="maxscore"), exact
+# and tested.
 
 
 class ImpactSearcher:
