@@ -196,7 +196,7 @@ def test_exhaustive_kernel_is_the_same_for_any_window(window, tmp_path):
     query_ptr = np.cumsum([0] + [len(q) for q in queries])
     terms = np.array([t for q in queries for t, _ in q], dtype=np.int64)
     weights = np.array([w for q in queries for _, w in q])
-    for k in (1, 10, 60, 200, 600):
+    for k in (1, 10, 60, 120, 200, 600):
         docs, scores = np.empty((len(queries), k), np.int64), np.empty((len(queries), k))
         counts = np.empty(len(queries), np.int64)
         book = searcher.impacts

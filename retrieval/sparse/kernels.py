@@ -6,8 +6,9 @@ table[bases[t] + codes[p]], the same float64 as one stored per posting.
 exhaustive_top_k scores every posting, term at a time within windows of
 WINDOW documents (the accumulators stay in the CPU's first-level cache),
 and selects the top k through a heap; exhaustive_top_k_kept scores the same
-way and selects through a buffer, faster from k = LARGE_K on (exhaustive_batch
-picks); maxscore_top_k is document-at-a-time MaxScore. All are exact by
+way and selects through a buffer, used from k = LARGE_K on, where it is
+mostly faster (exhaustive_batch picks); maxscore_top_k is document-at-a-time
+MaxScore. All are exact by
 construction, not by tolerance. For MaxScore:
 
 - a document that is scored at all gets the score the exhaustive searcher
@@ -37,8 +38,9 @@ from numba import njit
 
 BOUND_SLACK = 1.0 + 1e-9  # >> 2**-53 * terms for any query under 10^6 terms
 WINDOW = 1024  # documents per window of exhaustive_top_k: 8 KiB of scores, within the first-level cache
-LARGE_K = 50  # from this k on, exhaustive scoring keeps candidates in a buffer, not a heap (1.1-1.5x at
-# k = 50-1,000 on 100k and 1M synthetic documents; at k = 20 the heap is as fast)
+LARGE_K = 100  # from this k on, exhaustive scoring keeps candidates in a buffer, not a heap: at k = 100
+# 0.95-1.19x (SciFact the one slower), at k = 1,000 1.12-1.44x, CACM to 1M synthetic documents; below
+# it the heap is as fast or faster on CACM and SciFact
 CHUNK = 64  # slots whose largest score exhaustive_top_k_kept tests before it looks at each
 
 
