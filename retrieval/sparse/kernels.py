@@ -38,9 +38,8 @@ from numba import njit
 
 BOUND_SLACK = 1.0 + 1e-9  # >> 2**-53 * terms for any query under 10^6 terms
 WINDOW = 1024  # documents per window of exhaustive_top_k: 8 KiB of scores, within the first-level cache
-LARGE_K = 100  # from this k on, exhaustive scoring keeps candidates in a buffer, not a heap: at k = 100
-# 0.95-1.19x (SciFact the one slower), at k = 1,000 1.12-1.44x, CACM to 1M synthetic documents; below
-# it the heap is as fast or faster on CACM and SciFact
+LARGE_K = 100  # from this k on, exhaustive scoring keeps candidates in a buffer, not a heap: below it the
+# heap is as fast or faster on CACM and SciFact (eval/bench_topk.py times both, results/topk.md)
 CHUNK = 64  # slots whose largest score exhaustive_top_k_kept tests before it looks at each
 
 
@@ -489,18 +488,18 @@ def exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms, weights, k
 
 
 @njit(nogil=True, cache=True)
-def exhaustive_batch(indptr, docnos, codes, table, bases, query_ptr, terms, weights, k, window,
+def exhaustive_batch(indptr, docnos, codes, table, bases, query_ptr, terms, weights, k, window, large_k,
                      out_docs, out_scores, out_counts):
     """Top k of query q ([query_ptr[q], query_ptr[q + 1]) of terms/weights) into row q: exhaustive_top_k
-    below LARGE_K, exhaustive_top_k_kept from it on (the same results)."""
+    below large_k (the searcher passes LARGE_K), exhaustive_top_k_kept from it on (the same results)."""
     window_scores = np.zeros(window)
     window_seen = np.zeros(window, np.int64)
     window_slots = np.empty(window + 1, np.int64)
-    kept_scores = np.empty(2 * k + window if k >= LARGE_K else 0)
+    kept_scores = np.empty(2 * k + window if k >= large_k else 0)
     kept_docs = np.empty(len(kept_scores), np.int64)
     for q in range(len(query_ptr) - 1):
         a, b = query_ptr[q], query_ptr[q + 1]
-        if k >= LARGE_K:
+        if k >= large_k:
             out_counts[q] = exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms[a:b],
                                                   weights[a:b], k, window_scores, window_seen, window_slots,
                                                   kept_scores, kept_docs, out_docs[q], out_scores[q])

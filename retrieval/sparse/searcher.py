@@ -30,7 +30,7 @@ WeightedQuery = list[tuple[int, float]]  # (term id, weight)
 METHODS = ("auto", "maxscore", "exhaustive")
 # "auto" is the exhaustive kernel: eval/bench_topk.py (results/topk.md; CACM to 1M synthetic documents,
 # k 10-10,000) and eval/bench_scale.py (results/scale*.md; up to 8.8M documents) found it faster than
-# MaxScore in every cell measured (1.2-4.2x; before large k selected through a buffer, MaxScore was 1%
+# MaxScore in every cell measured (1.3-4.2x; before large k selected through a buffer, MaxScore was 1%
 # faster in one cell, 100k documents at k=10,000). MaxScore stays selectable (method="maxscore"), exact
 # and tested.
 
@@ -42,6 +42,8 @@ class ImpactSearcher:
     (encoded here). `nonnegative` says that no impact is below 0 (every
     model's are not); checked here when not given.
     """
+
+    large_k = kernels.LARGE_K  # from this k on, exhaustive top k selects through a buffer, not a heap
 
     def __init__(self, index: InvertedIndex, impacts: Impacts | np.ndarray, nonnegative: bool | None = None):
         self.index = index
@@ -129,7 +131,7 @@ class ImpactSearcher:
             if maxima is not None:
                 kernels.maxscore_batch(*postings, maxima, *query, index.num_docs, *out)
             else:
-                kernels.exhaustive_batch(*postings, *query, kernels.WINDOW, *out)
+                kernels.exhaustive_batch(*postings, *query, kernels.WINDOW, self.large_k, *out)
         size = max(1, min(64, -(-len(queries) // max(1, threads))))
         chunks = [queries[i:i + size] for i in range(0, len(queries), size)]
         bar = tqdm(total=len(queries), desc="searching", unit=" queries", disable=None)
