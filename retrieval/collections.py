@@ -166,6 +166,16 @@ def _split(collection: Collection, spec: str, table: dict) -> Callable:
     return table[split]
 
 
+def check_source(spec: str | Path) -> None:
+    """InputError now, before any work, when the collection `spec` names is not there."""
+    collection = named(spec)
+    if collection is not None:
+        _root(collection)
+    elif not Path(spec).exists():
+        raise InputError("not found; expected a collection name (" + ", ".join(sorted(COLLECTIONS))
+                         + ") or a file or directory of documents", spec)
+
+
 def load_documents(spec: str | Path) -> Iterator[Document]:
     """Documents of a named collection or a collection file/directory, ids checked (checked_ids)."""
     collection = named(spec)

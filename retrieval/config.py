@@ -30,7 +30,10 @@ back instead of searching.
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,6 +201,18 @@ class Config:
     qa: QAConfig | None = None
     shards: int | None = None  # a sharded index of this many shards
     ray: str | None = None  # search the shards on Ray ("local" or a cluster address)
+    lines: dict[str, tuple[str, int]] = field(default_factory=dict)  # "index.dense" -> (file, line)
+
+    @contextmanager
+    def blame(self, key: str) -> Iterator[None]:
+        """Report an InputError raised inside at the config line of `key` (e.g. a topics file
+        that does not exist), so the user knows which setting to fix."""
+        try:
+            yield
+        except InputError as e:
+            if e.path == self.lines.get(key, ("",))[0]:
+                raise
+            raise InputError(f"{key}: {e}", *self.lines.get(key, (str(self.path), None))) from None
 
 
 def _get(m: Located, key: str, kind: type | tuple[type, ...], default: Any = None,
@@ -205,7 +220,8 @@ def _get(m: Located, key: str, kind: type | tuple[type, ...], default: Any = Non
     value = m.get(key, default)
     if value is None and default is None:
         return None
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float)):
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in kinds):
         names = what or (kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__
                                                                                for k in kind))
         raise m.fail(f"{key!r} must be {names}, got {value!r}", key)
@@ -284,10 +300,18 @@ def stage_specs(raw: Any, source: str = "<request>", threads: int = 1) -> list[S
             for item in items]
 
 
-def _located(mapping: dict, source: str) -> Located:
+def _located(mapping: dict, source: str, line: int = 0) -> Located:
     located = Located(mapping)
-    located.path, located.line, located.lines = source, 0, {}
+    located.path, located.line, located.lines = source, line, {}
     return located
+
+
+def _check_system_name(name: Any, parent: Located, what: str = "system") -> None:
+    """A pipeline's or sweep's name becomes a table row and part of file names: plain words only."""
+    if not isinstance(name, str):
+        raise parent.fail(f"{what} name {name!r} is not text; quote it ('{name}')", name)
+    if not re.fullmatch(r"[\w.+>@=-]+", name):
+        raise parent.fail(f"{what} name {name!r} may hold only letters, digits and _.+>@=-", name)
 
 
 def _pipelines(m: Located, threads: int) -> dict[str, list[StageSpec]]:
@@ -296,17 +320,20 @@ def _pipelines(m: Located, threads: int) -> dict[str, list[StageSpec]]:
         raise m.fail("'pipelines' must be a mapping of system name -> stages", "pipelines")
     out = {}
     for name, value in raw.items():
-        if not re.fullmatch(r"[\w.+>@=-]+", str(name)):
-            raise raw.fail(f"system name {name!r} may hold only letters, digits and _.+>@=-",
-                           name)
+        _check_system_name(name, raw)
         items = value if isinstance(value, list) else [value]
         if not items:
             raise raw.fail(f"pipeline {name!r} has no stages", name)
-        out[str(name)] = [_stage(v, raw, name, threads) for v in items]
+        out[name] = [_stage(v, raw, name, threads) for v in items]
+        if RANKERS[out[name][0].model].needs_run:
+            raise raw.fail(f"pipeline {name!r} starts with {out[name][0].model}, a reranker; put a first"
+                           f" stage before it (e.g. [{{model: bm25, cutoff: 100}}, {out[name][0].model}])",
+                           name)
     return out
 
 
-def _sweep(name: str, m: Any, parent: Located, cfg: Config) -> SweepSpec:
+def _sweep(name: Any, m: Any, parent: Located, cfg: Config) -> SweepSpec:
+    _check_system_name(name, parent, "sweep")
     if not isinstance(m, Located):
         raise parent.fail(f"sweep {name!r} must be a mapping", name)
     _check_keys(m, {"pipeline", "stage", "grid", "measure", "select_on"}, f"sweep {name!r}")
@@ -325,6 +352,11 @@ def _sweep(name: str, m: Any, parent: Located, cfg: Config) -> SweepSpec:
             raise grid.fail(f"grid values of {param!r} must be a non-empty list", param)
         for v in values:
             _check_param(stages[stage].model, str(param), v, grid.where(param))
+    for point in itertools.product(*grid.values()):  # checks between parameters (fb_docs needs rm3)
+        try:
+            RANKERS[stages[stage].model].resolve(stages[stage].params | dict(zip(grid, point)))
+        except InputError as e:
+            raise grid.fail(e.message) from None
     measure = _get(m, "measure", str, cfg.measures[0])
     _measures(m, "measure", [measure])
     if name in cfg.pipelines:
@@ -390,12 +422,14 @@ def _check_part(name: str, part: Located) -> None:
 
     try:
         if name == "dense":
+            _get(part, "encoder", str, what="a model directory or name")
             params = _get(part, "params", Located, Located(), "a mapping of FAISS settings")
             index_params(_get(part, "type", str, "flat"), dict(params))
             PARAMS["precision"].check(part.get("precision"))
         else:
             from retrieval.late.store import COMPRESSIONS
 
+            _get(part, "model", str, what="a checkpoint path or 'zero-shot'")
             if _get(part, "compression", str, "fp16") not in COMPRESSIONS:
                 raise InputError(f"compression must be one of {', '.join(COMPRESSIONS)}, got"
                                  f" {part['compression']!r}")
@@ -403,6 +437,13 @@ def _check_part(name: str, part: Located) -> None:
         if e.path is not None:
             raise
         raise part.fail(f"index.{name}: {e.message}") from None
+
+
+def _index_path(index: Located, name: str) -> Path:
+    path = _get(index, "path", str, f"indexes/{name}")
+    if not path.strip():
+        raise index.fail("path must name the index directory, got an empty string", "path")
+    return Path(path)
 
 
 def _shards(index: Located) -> tuple[int | None, str | None]:
@@ -420,9 +461,9 @@ def _qa(m: Located) -> QAConfig | None:
     """The `qa:` section; values checked against params.PARAMS (passages, temperature, bm25_weight)."""
     from retrieval.params import PARAMS
 
-    qa = m.get("qa")
-    if qa is None:
+    if "qa" not in m:
         return None
+    qa = m["qa"]
     if not isinstance(qa, Located):
         raise m.fail("'qa' must be a mapping (" + ", ".join(sorted(QA_KEYS)) + ")", "qa")
     _check_keys(qa, QA_KEYS, "qa")
@@ -440,22 +481,27 @@ def _qa(m: Located) -> QAConfig | None:
         return candidates
 
     systems = qa.get("systems", {"dense": {}})
-    if not isinstance(systems, dict) or not systems or not all(
-            isinstance(v, dict) and set(v) <= {"bm25_weight"} for v in systems.values()):
+    if not isinstance(systems, dict) or not systems or not all(isinstance(v, dict) for v in systems.values()):
         raise qa.fail("systems maps a name to {} (dense p(z|x)) or {bm25_weight: W or [W, ...]}",
                       "systems")
+    for name, options in systems.items():
+        _check_keys(options, {"bm25_weight"}, f"qa system {name!r}")
     cfg = QAConfig(
         questions=_get(qa, "questions", str, "xquad-en"), reader=_get(qa, "reader", str),
         passages=tuple(values("passages", qa.get("passages", [1, 5, 20]), "passages")),
         temperature=values("temperature", qa.get("temperature", 0.05), "temperature"),
         systems={str(k): {n: values(n, w, "systems") for n, w in v.items()} for k, v in systems.items()},
         select_on=_get(qa, "select_on", str),
-        select_passages=values("passages", qa.get("select_passages", 5), "select_passages")[0],
+        select_passages=values("passages", _get(qa, "select_passages", int, 5), "select_passages")[0],
         where=qa.where())
     tuned = len(cfg.temperature) > 1 or any(len(w) > 1 for v in cfg.systems.values() for w in v.values())
     if tuned and not cfg.select_on:
         raise qa.fail("a list of settings needs select_on: a validation set sharing no article with the "
                       "questions (e.g. squad2-dev:validation)", "select_on")
+    for key in ("select_on", "select_passages"):
+        if key in qa and not tuned:
+            raise qa.fail(f"{key} is for choosing a setting, and none is given as a list (temperature,"
+                          " a system's bm25_weight)", key)
     return cfg
 
 
@@ -467,7 +513,7 @@ def load_config(path: str | Path) -> Config:
     if collection is None:
         raise m.fail("missing 'collection' (a collection name such as cacm, or a path)")
     named = collections.named(collection)
-    index = m.get("index", Located())
+    index = m.get("index", _located({}, m.path, m.line))
     if not isinstance(index, Located):
         raise m.fail(f"'index' must be a mapping ({', '.join(sorted(INDEX_KEYS))})", "index")
     _check_keys(index, INDEX_KEYS, "index")
@@ -498,7 +544,7 @@ def load_config(path: str | Path) -> Config:
         qrels=_get(m, "qrels", str, collection),
         remove_query_ids=_get(m, "remove_query_ids", bool,
                               bool(named and named.remove_query_ids)),
-        index_path=Path(_get(index, "path", str, f"indexes/{name}")),
+        index_path=_index_path(index, name),
         stopwords=_get(index, "stopwords", bool, True), stemmer=stemmer, threads=threads,
         measures=_measures(m, "measures", m.get("measures", default_measures)),
         only_answered=_get(m, "only_answered", bool, False),
@@ -506,11 +552,22 @@ def load_config(path: str | Path) -> Config:
         pipelines=_pipelines(m, threads) if "pipelines" in m or "qa" not in m else {},
         parts=_parts(index), qa=_qa(m))
     cfg.shards, cfg.ray = _shards(index)
+    cfg.lines = {key: m.where(key) for key in ("collection", "topics", "qrels")}
+    cfg.lines |= {f"index.{key}": index.where(key) for key in ("path", "dense", "late")}
+    if isinstance(m.get("qa"), Located):
+        cfg.lines |= {f"qa.{key}": m["qa"].where(key) for key in ("questions", "select_on", "reader")}
+    if not cfg.pipelines:
+        for key in ("baseline", "measures", "sweeps", "alpha", "only_answered", "topics", "qrels"):
+            if key in m:
+                raise m.fail(f"{key!r} applies to pipelines, and this config has none (only qa)", key)
+    if cfg.pipelines and "baseline" not in m:
+        raise m.fail("missing 'baseline', the pipeline the others are compared with: "
+                     + ", ".join(cfg.pipelines))
     if cfg.pipelines and cfg.baseline not in cfg.pipelines:
         raise m.fail(f"baseline {cfg.baseline!r} is not one of the pipelines: "
                      + ", ".join(cfg.pipelines), "baseline" if "baseline" in m else None)
     sweeps = m.get("sweeps", Located())
     if not isinstance(sweeps, Located):
         raise m.fail("'sweeps' must be a mapping of name -> sweep", "sweeps")
-    cfg.sweeps = [_sweep(str(k), v, sweeps, cfg) for k, v in sweeps.items()]
+    cfg.sweeps = [_sweep(k, v, sweeps, cfg) for k, v in sweeps.items()]
     return cfg

@@ -31,6 +31,7 @@ from retrieval.formats.trec import read_run, write_run
 from retrieval.index import Index
 from retrieval.index_kinds import AnyIndex, open_index
 from retrieval.outcome import Outcome, SweepResult
+from retrieval.rankers import RANKERS
 from retrieval.significance import compare
 from retrieval.types import Qrels, Queries, Run, natural_key
 
@@ -60,6 +61,9 @@ def ensure_index(cfg: Config, precision: str | None = None) -> AnyIndex:
     wanted = "sharded" if cfg.shards else "native"
     try:
         index = open_index(cfg.index_path)
+    except InputError as e:
+        index, reason = None, "missing" if not (cfg.index_path / storage.MANIFEST).is_file() else e.message
+    if index is not None:
         m = index.manifest or {}  # a Lucene index Anserini wrote has none
         same = m.get("source") == source and m.get("analyzer") == analyzer.settings
         if same and index.kind == wanted and (not cfg.shards or len(index.shards) == cfg.shards):
@@ -70,14 +74,12 @@ def ensure_index(cfg: Config, precision: str | None = None) -> AnyIndex:
             reason = f"lacks the {', '.join(sorted(set(cfg.parts) - set(index.parts)))} part"
         else:
             reason = "built from another source, with another analyzer or another layout"
-    except InputError as e:
-        missing = not (cfg.index_path / storage.MANIFEST).is_file()
-        reason = "missing" if missing else e.message
-    storage.check_replaceable(cfg.index_path)  # never replace what is not an index, before any note
+    with cfg.blame("index.path"):  # never replace what is not an index, before any note
+        storage.check_replaceable(cfg.index_path, remedy="remove it or change index.path")
     _note(f"building index {cfg.index_path} ({reason})")
     build_with_parts(collections.load_documents(cfg.collection), cfg.index_path, source=source,
                      analyzer=analyzer, shards=cfg.shards, workers=cfg.threads,
-                     **_part_sources(cfg.parts, precision))
+                     **_part_sources(cfg, precision))
     if cfg.shards:
         return _with_backend(cfg, open_index(cfg.index_path, verify=False))
     return Index.open(cfg.index_path, verify=False)
@@ -92,26 +94,31 @@ def _with_backend(cfg: Config, index: Any) -> Any:
     return index
 
 
-def _part_sources(parts: dict[str, Any], precision: str | None) -> dict[str, Any]:
-    """The dense and late parts among `parts` (config sections) as building.build_with_parts takes them."""
+def _part_sources(cfg: Config, precision: str | None, only: set[str] | None = None) -> dict[str, Any]:
+    """The config's dense and late parts (those in `only` if given) as building.build_with_parts
+    takes them; a model that cannot be loaded is reported at its config line."""
+    parts = {name: part for name, part in cfg.parts.items() if only is None or name in only}
     sources: dict[str, Any] = {}
     if "dense" in parts:
         d = parts["dense"]
-        sources["dense"] = dense_part(d.get("encoder"), d.get("precision", precision), d.get("type", "flat"),
-                                      d.get("params"))
+        with cfg.blame("index.dense"):
+            sources["dense"] = dense_part(d.get("encoder"), d.get("precision", precision),
+                                          d.get("type", "flat"), d.get("params"))
     if "late" in parts:
         part = parts["late"]
-        sources["late"] = late_part(part.get("model"), precision, part.get("compression", "fp16"))
+        with cfg.blame("index.late"):
+            sources["late"] = late_part(part.get("model"), precision, part.get("compression", "fp16"))
     return sources
 
 
 def ensure_parts(cfg: Config, index: Index, precision: str | None = None) -> Index:
     """Add the extra parts the config asks for (dense, late) when the index lacks them."""
-    missing = {name: part for name, part in cfg.parts.items() if not index.has(name)}
+    missing = {name for name in cfg.parts if not index.has(name)}
     if not missing:
         return index
-    _note(f"adding the {' and '.join(missing)} part{'s' if len(missing) > 1 else ''} to {cfg.index_path}")
-    add_parts(index, **_part_sources(missing, precision))
+    parts = " and ".join(sorted(missing))
+    _note(f"adding the {parts} part{'s' if len(missing) > 1 else ''} to {cfg.index_path}")
+    add_parts(index, **_part_sources(cfg, precision, missing))
     return Index.open(cfg.index_path, verify=False)
 
 
@@ -355,20 +362,71 @@ def run_experiment(config: str | Path | Config, output_dir: str | Path | None = 
     cfg = config if isinstance(config, Config) else load_config(config)
     out = Path(output_dir) if output_dir else Path("runs") / cfg.name
     check_output_dir(out)
+    inputs = read_inputs(cfg)
     index = ensure_index(cfg, precision)
+    check_parts(cfg, index)
     outcome = Outcome(cfg, out, {}, {}, {}, {}, {}, {}, [])
     if cfg.pipelines:
-        outcome = _ranking(cfg, index, out, progress, precision)
+        outcome = _ranking(cfg, index, inputs, out, progress, precision)
     if cfg.qa:
-        outcome.qa, outcome.qa_notes = _question_answering(cfg, index, out, progress, precision)
+        outcome.qa, outcome.qa_notes = _question_answering(cfg, index, inputs, out, progress, precision)
     return outcome
 
 
-def _ranking(cfg: Config, index: AnyIndex, out: Path, progress: bool, precision: str | None) -> Outcome:
+@dataclass
+class Inputs:
+    """What an experiment reads besides its index: topics and qrels, and the QA sets."""
+
+    queries: Queries | None = None
+    qrels: Qrels | None = None
+    questions: list | None = None
+    validation: list | None = None  # the QA set settings are chosen on (qa.select_on)
+    reader_dir: Path | None = None
+
+
+def read_inputs(cfg: Config) -> Inputs:
+    """Read every input before any index work, so a mistyped name fails first, at its config line."""
+    inputs = Inputs()
+    with cfg.blame("collection"):
+        collections.check_source(cfg.collection)
+    if cfg.pipelines:
+        with cfg.blame("topics"):
+            inputs.queries = collections.load_topics(cfg.topics, cfg.topic_field)
+        with cfg.blame("qrels"):
+            inputs.qrels = collections.load_qrels(cfg.qrels)
+    if cfg.qa:
+        from retrieval.qa.reader import DEFAULT_READER
+        from retrieval.qa.squad import load_examples
+
+        with cfg.blame("qa.questions"):
+            inputs.questions = load_examples(cfg.qa.questions)
+        if cfg.qa.select_on:
+            with cfg.blame("qa.select_on"):
+                inputs.validation = load_examples(cfg.qa.select_on)
+        inputs.reader_dir = Path(cfg.qa.reader) if cfg.qa.reader else DEFAULT_READER
+        with cfg.blame("qa.reader"):
+            if not (inputs.reader_dir / "model.safetensors").is_file():
+                raise InputError("not a reader directory (model.safetensors is missing)", inputs.reader_dir)
+    return inputs
+
+
+def check_parts(cfg: Config, index: AnyIndex) -> None:
+    """Refuse, before any search, a pipeline whose ranker needs an index part the index lacks."""
+    for stages in cfg.pipelines.values():
+        for spec in stages:
+            lacking = [part for part in RANKERS[spec.model].needs_parts if not index.has(part)]
+            if lacking:
+                raise InputError(f"{spec.model} needs the index's {lacking[0]} part; add"
+                                 f" `{lacking[0]}: true` under index:", *spec.where)
+    if cfg.qa and not index.has("dense"):
+        raise InputError("retrieve-then-read needs the index's dense part (p(z|x)); add `dense: true`"
+                         " under index:", *cfg.qa.where)
+
+
+def _ranking(cfg: Config, index: AnyIndex, inputs: Inputs, out: Path, progress: bool,
+             precision: str | None) -> Outcome:
     """Every pipeline and sweep, evaluated and compared with the baseline."""
-    queries = collections.load_topics(cfg.topics, cfg.topic_field)
-    qrels = collections.load_qrels(cfg.qrels)
-    ctx = Context(cfg, index, queries, qrels, out, progress, precision)
+    ctx = Context(cfg, index, inputs.queries, inputs.qrels, out, progress, precision)
     cache = out / "evaluations.json"
     ctx.evaluations = read_cache(cache, {})
     runs, systems, sweeps = _runs(ctx)
@@ -382,18 +440,16 @@ def _ranking(cfg: Config, index: AnyIndex, out: Path, progress: bool, precision:
                    compare(pq, cfg.baseline, cfg.measures), sweeps, ctx.reused, ctx.computed)
 
 
-def _question_answering(cfg: Config, index: AnyIndex, out: Path, progress: bool,
+def _question_answering(cfg: Config, index: AnyIndex, inputs: Inputs, out: Path, progress: bool,
                         precision: str | None) -> tuple[list[dict[str, Any]], list[str]]:
     """The `qa:` section: settings given as lists chosen on the validation set, then every system
     on the questions at every passage count (cached in qa.json until anything changes)."""
     import dataclasses
 
     from retrieval.qa import evaluation
-    from retrieval.qa.reader import DEFAULT_READER, SpanReader
-    from retrieval.qa.squad import load_examples
+    from retrieval.qa.reader import SpanReader
 
-    qa = cfg.qa
-    reader_dir = Path(qa.reader) if qa.reader else DEFAULT_READER
+    qa, reader_dir = cfg.qa, inputs.reader_dir
     settings_given = {k: v for k, v in dataclasses.asdict(qa).items() if k != "where"}
     key = _digest({"v": CACHE_VERSION, "qa": settings_given, "index": index.manifest,
                    "reader": storage.sha256_file(reader_dir / "model.safetensors"),
@@ -408,7 +464,7 @@ def _question_answering(cfg: Config, index: AnyIndex, out: Path, progress: bool,
         if len(weights) == 1 and len(qa.temperature) == 1:
             settings[name] = (weights[0], qa.temperature[0])
             continue
-        choice = evaluation.choose(index, load_examples(qa.select_on), name, weights, qa.temperature,
+        choice = evaluation.choose(index, inputs.validation, name, weights, qa.temperature,
                                    qa.select_passages, reader, precision=precision, threads=cfg.threads,
                                    progress=progress)
         settings[name] = (choice.bm25_weight, choice.temperature)
@@ -419,7 +475,7 @@ def _question_answering(cfg: Config, index: AnyIndex, out: Path, progress: bool,
         notes.append(f"{name}: p(z|x) = softmax((cos + {w} * BM25) / {t})" if w else
                      f"{name}: p(z|x) = softmax(cos / {t})")
     rows = [dataclasses.asdict(r) for r in evaluation.run_qa(
-        index, load_examples(qa.questions), settings, reader, qa.passages, precision=precision,
+        index, inputs.questions, settings, reader, qa.passages, precision=precision,
         threads=cfg.threads, progress=progress)]
     storage.write_json_atomic(out / "qa.json", {"key": key, "rows": rows, "notes": notes})
     return rows, notes

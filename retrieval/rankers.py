@@ -25,6 +25,9 @@ from retrieval.sparse.models import SPARSE_MODELS
 
 Builder = Callable[..., Stage]
 FEEDBACK = ("rm3", "fb_docs", "fb_terms", "original_weight")
+# parameters that apply only when a switch has a value: given otherwise, they are refused, not ignored
+APPLIES_ONLY_WITH = {("rm3", True): FEEDBACK[1:], ("fusion", "interpolate"): ("weight",),
+                     ("fusion", "rrf"): ("rrf_k",)}
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Ranker:
     builders: Mapping[str, Builder]
     defaults: Mapping[str, Any] = field(default_factory=dict)  # this ranker's own defaults
     needs_run: bool = False  # a reranker: give it a first stage's run
+    needs_parts: tuple[str, ...] = ()  # index parts it searches, besides the inverted index
 
     def parameters(self) -> dict[str, Param]:
         """Its parameters with this ranker's defaults."""
@@ -64,9 +68,12 @@ class Ranker:
             self.check(name, value)
         values = {n: p.default for n, p in declared.items()} | {n: v for n, v in given.items()
                                                                 if v is not None}
-        if not values.get("rm3", True) and any(given.get(n) is not None for n in FEEDBACK[1:]):
-            raise InputError(f"{self.name}: {', '.join(n for n in FEEDBACK[1:] if given.get(n) is not None)}"
-                             " apply with rm3")
+        for (switch, on), names in APPLIES_ONLY_WITH.items():
+            ignored = [n for n in names if given.get(n) is not None]
+            if switch in values and values[switch] != on and ignored:
+                setting = switch if on is True else f"{switch} {on}"
+                verb = "apply" if len(ignored) > 1 else "applies"
+                raise InputError(f"{self.name}: {', '.join(ignored)} {verb} only with {setting}")
         return values
 
 
@@ -105,7 +112,8 @@ def _sharded_sparse(model: str) -> Builder:
 
 
 def sparse_builders(model: str) -> dict[str, Builder]:
-    """The native and sharded builders of a model registered in sparse.models.SPARSE_MODELS."""
+    """The native and sharded builders of a model registered in sparse.models.SPARSE_MODELS; its
+    Ranker's parameters are the model's own plus SPARSE (hits, threads, RM3's), which they take."""
     return {"native": _native_sparse(model), "sharded": _sharded_sparse(model)}
 
 
@@ -172,9 +180,9 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
            sparse_builders("qld") | {"lucene": _lucene_sparse("qld")}),
     Ranker("qljm", "query likelihood, Jelinek-Mercer smoothing", ("lam",) + SPARSE, sparse_builders("qljm")),
     Ranker("dense", "bi-encoder over the index's FAISS part", NEURAL + ("ef_search", "nprobe"),
-           {"native": _native_dense, "sharded": _sharded_dense}),
+           {"native": _native_dense, "sharded": _sharded_dense}, needs_parts=("dense",)),
     Ranker("hybrid", "BM25 fused with dense", NEURAL + ("depth", "k1", "b", "weight", "fusion", "rrf_k"),
-           {"native": _hybrid, "sharded": _hybrid}, defaults={"depth": 1000}),
+           {"native": _hybrid, "sharded": _hybrid}, defaults={"depth": 1000}, needs_parts=("dense",)),
     Ranker("late", "late-interaction (MaxSim) reranker of a run's top `depth`",
            ("hits", "threads", "precision", "depth", "checkpoint", "interpolate"),
            {"native": _late, "sharded": _late}, defaults={"depth": 100}, needs_run=True),

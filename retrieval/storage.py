@@ -127,20 +127,20 @@ def is_model_dir(path: Path) -> bool:
 
 
 def check_replaceable(target: Path, ours: Callable[[Path], bool] = is_index_dir,
-                      force: bool = False) -> None:
-    """Refuse to replace what is at `target` unless it is absent, an empty directory, ours or `force`d."""
+                      force: bool = False, remedy: str = "remove it, choose another path, or --force"
+                      ) -> None:
+    """Refuse to replace what is at `target` unless it is absent, an empty directory, ours or `force`d;
+    `remedy` is what the error tells the user to do."""
     target = Path(target)
     if not os.path.lexists(target) or force:
         return
     if target.is_symlink():
-        raise InputError("is a symbolic link; refusing to replace it (give the real path, or --force)",
-                         target)
+        raise InputError(f"is a symbolic link; refusing to replace it ({remedy})", target)
     if not target.is_dir():
-        raise InputError("exists and is not a directory; refusing to replace it (remove it, choose"
-                         " another path, or --force)", target)
+        raise InputError(f"exists and is not a directory; refusing to replace it ({remedy})", target)
     if any(target.iterdir()) and not ours(target):
-        raise InputError("exists and is not what this tool writes here; refusing to replace it"
-                         " (remove it, choose another path, or --force)", target)
+        raise InputError(f"exists and is not what this tool writes here; refusing to replace it ({remedy})",
+                         target)
 
 
 def _checked_target(target: Path) -> Path:

@@ -153,6 +153,20 @@ pipelines:
     (GOOD + "index:\n  dense: {type: bogus}\n", 8, "unknown dense index type"),
     (GOOD + "index:\n  dense: {type: hnsw, params: {m: 0}}\n", 8, "m=0 is out of range"),
     (GOOD + "index:\n  late: {compression: zip}\n", 8, "compression must be"),
+    (GOOD + "index:\n  dense: {encoder: 5}\n", 8, "'encoder' must be a model directory"),
+    (GOOD + "index:\n  late: {model: [a]}\n", 8, "'model' must be a checkpoint path"),
+    (GOOD + "index: {path: ''}\n", 7, "path must name the index directory"),
+    (GOOD + "sweeps:\n  ../../escaped: {pipeline: bm25, grid: {k1: [1.0]}}\n", 8, "sweep name"),
+    (GOOD + "sweeps:\n  s:\n    pipeline: bm25\n    grid: {fb_docs: [5, 10]}\n", 10,
+     "fb_docs applies only with rm3"),
+    (GOOD.replace("qld: qld", "late: late"), 6, "starts with late, a reranker"),
+    (GOOD.replace("qld: qld", "h: {model: hybrid, fusion: rrf, weight: 0.3}"), 6,
+     "weight applies only with fusion interpolate"),
+    ("collection: cacm\nqa:\n", 2, "'qa' must be a mapping"),
+    ("collection: cacm\nbaseline: bm25\nqa: {}\n", 2, "'baseline' applies to pipelines"),
+    ("collection: cacm\nqa: {select_on: squad2-dev:validation}\n", 2, "select_on is for choosing"),
+    ("collection: cacm\nqa: {temperature: [0.1, 0.2], select_on: x, select_passages: [5, 20]}\n",
+     2, "'select_passages' must be int"),
 ])
 def test_config_errors_name_file_and_line(tmp_path, text, line, message):
     path = _config(tmp_path, text)
@@ -172,6 +186,34 @@ def test_an_index_path_holding_an_anserini_index_is_refused_not_replaced(tmp_pat
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "refusing to replace it" in err[0]
     assert (tmp_path / "idx" / "segments_1").read_bytes() == b"lucene"
+
+
+@pytest.mark.parametrize("text, line, message", [
+    (GOOD.replace("collection: cacm", "collection: cacmm"), 1, "collection: cacmm: not found"),
+    (GOOD + "topics: no-such-topics.txt\n", 7, "topics: no-such-topics.txt: "),
+    (GOOD + "qrels: cacm:train\n", 7, "qrels: collection 'cacm' has no split 'train'"),
+    ("collection: cacm\nqa: {questions: xquad-en:nosplit}\n", 2, "qa.questions: unknown QA set"),
+    ("collection: cacm\nqa: {reader: no-such-reader}\n", 2, "qa.reader: no-such-reader: not a reader"),
+])
+def test_inputs_are_read_before_any_index_work_and_blamed_on_their_key(tmp_path, capsys, monkeypatch,
+                                                                       text, line, message):
+    """A mistyped name fails first, at its config line, and no index is built for it."""
+    monkeypatch.chdir(tmp_path)
+    path = _config(tmp_path, text + "index: {path: idx}\n" if "index:" not in text else text)
+    assert cli_main(["run", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [err[0]] and err[0].startswith(f"retrieval: error: {path}:{line}: {message}"), err
+    assert not (tmp_path / "idx").exists()
+
+
+def test_a_pipeline_needing_a_part_the_index_lacks_is_refused_before_any_search(
+        tmp_path, capsys, cacm_index):
+    path = _config(tmp_path, GOOD.replace("qld: qld", "dn: dense") + f"index: {{path: {cacm_index.path}}}\n")
+    assert cli_main(["run", str(path), "--output-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"retrieval: error: {path}:6: dense needs the index's dense part; add `dense: true`"
+                   " under index:"]
+    assert not list((tmp_path / "out").rglob("*.run"))  # bm25, listed first, was not searched
 
 
 def test_cli_reports_config_errors_in_one_line(tmp_path, capsys):
@@ -308,6 +350,12 @@ def test_stale_index_is_rebuilt(tmp_path, tiny_docs):
     path.write_text(text.replace("stopwords: true", missing))
     with pytest.raises(InputError):  # fails before the index it would replace is touched
         run_experiment(path, tmp_path / "out", progress=False)
+    assert (tmp_path / "idx" / "manifest.json").read_bytes() == before
+    path.write_text(text.replace("stopwords: true", "stopwords: false, late: {model: no.safetensors}"))
+    with pytest.raises(InputError, match="index.late: no.safetensors: late-interaction checkpoint"
+                       " not found") as e:  # a part that cannot be added is not a reason to rebuild
+        run_experiment(path, tmp_path / "out", progress=False)
+    assert (e.value.path, e.value.line) == (str(path), 4)
     assert (tmp_path / "idx" / "manifest.json").read_bytes() == before
 
 

@@ -35,7 +35,7 @@ def test_unknown_or_out_of_range_parameters_are_refused(tiny):
         build("bm25", tiny, mu=500.0)
     with pytest.raises(InputError, match="b must be a number in"):
         build("bm25", tiny, b=2.0)
-    with pytest.raises(InputError, match="fb_docs apply with rm3"):
+    with pytest.raises(InputError, match="fb_docs applies only with rm3"):
         build("qld", tiny, fb_docs=5)
     with pytest.raises(InputError, match="unknown model"):
         build("bm26", tiny)
