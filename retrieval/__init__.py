@@ -13,15 +13,28 @@ import os
 os.environ.setdefault("MKL_CBWR", "AUTO")
 
 from retrieval import cpu_emulation  # noqa: F401  (on import: caps torch's kernels before they first run)
-from retrieval.errors import InputError
-from retrieval.evaluation import evaluate, per_query
-from retrieval.formats import read_qrels, read_run, read_topics, write_run
-from retrieval.index import Index, build_index
-from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
-from retrieval.types import Document, Qrels, Queries, Run
 
-__all__ = [
-    "BM25", "RM3", "QueryLikelihood", "Index", "build_index", "evaluate", "per_query",
-    "Run", "Queries", "Qrels", "Document", "InputError", "read_run", "write_run",
-    "read_topics", "read_qrels",
-]
+# The API below is imported when first used, so `import retrieval` (and with it the `retrieval`
+# command's start-up, where Ctrl-C must still end in one line) does not load numpy, numba or torch.
+_EXPORTS = {
+    "BM25": "retrieval.sparse.rankers", "RM3": "retrieval.sparse.rankers",
+    "QueryLikelihood": "retrieval.sparse.rankers", "Index": "retrieval.index",
+    "build_index": "retrieval.index", "evaluate": "retrieval.evaluation",
+    "per_query": "retrieval.evaluation", "Run": "retrieval.types", "Queries": "retrieval.types",
+    "Qrels": "retrieval.types", "Document": "retrieval.types", "InputError": "retrieval.errors",
+    "read_run": "retrieval.formats", "write_run": "retrieval.formats",
+    "read_topics": "retrieval.formats", "read_qrels": "retrieval.formats",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> object:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'retrieval' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

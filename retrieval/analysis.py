@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import re
 import signal
 import threading
@@ -140,6 +141,14 @@ def _analyse_batch(texts: list[str]) -> list[list[str]]:
     return [_worker_analyzer(t) for t in texts]
 
 
+def available_cpus() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
 def worker_context() -> multiprocessing.context.BaseContext:
     """Workers fork from a clean single-threaded server that has this module imported: cheap
     to start, unlike "spawn", and safe, unlike plain "fork" (forking a process whose torch /
@@ -155,6 +164,7 @@ def analyse_all(items: Iterable[T], text_of, analyzer: Analyzer, workers: int = 
                 batch: int = 256) -> Iterator[tuple[T, list[str]]]:
     """(item, terms of text_of(item)) for every item, in order; `workers` > 1 analyses
     in that many processes (results are identical, only faster on several cores)."""
+    workers = min(workers, available_cpus())  # more processes than CPUs only add start-up cost
     if workers <= 1:
         for item in items:
             yield item, analyzer(text_of(item))

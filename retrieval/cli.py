@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from retrieval import collections, precision
-from retrieval.commands import COMMANDS
 from retrieval.errors import InputError
 
 EXAMPLES = """examples:
@@ -43,6 +42,8 @@ def parser() -> argparse.ArgumentParser:
                                 description="Index collections, search topics, evaluate runs.")
     p.add_argument("--data-dir", type=Path, help="where named collections live (default: "
                    "$RETRIEVAL_DATA, else ../shared/data beside the working directory or this checkout)")
+    from retrieval.commands import COMMANDS  # the rankers' registry: numpy, numba (see main)
+
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.add(sub)
@@ -93,8 +94,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except UnicodeEncodeError:  # bytes the locale could not decode, kept as surrogates by Python
             print(f"retrieval: error: argument {arg!r} is not valid UTF-8", file=sys.stderr)
             return 2
-    args = _parse(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)  # `kill`, `timeout`: clean up as Ctrl-C does
     try:
+        args = _parse(argv)  # imports the commands, so Ctrl-C during start-up is caught here too
+        from retrieval import collections, precision
+
         collections.set_data_dir(args.data_dir)
         _refuse_output_over_input(args)
         precision.cpu_flags()  # a bad RETRIEVAL_EMULATE_CPU fails here, before any work
@@ -102,6 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as e:
         print(f"retrieval: error: {e}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("retrieval: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("retrieval: interrupted", file=sys.stderr)
         return 130
@@ -111,7 +118,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{e.filename}: " if e.filename else ""
         print(f"retrieval: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so every atomic write and build cleans up as for Ctrl-C."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 if __name__ == "__main__":

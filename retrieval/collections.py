@@ -166,14 +166,16 @@ def _split(collection: Collection, spec: str, table: dict) -> Callable:
     return table[split]
 
 
-def check_source(spec: str | Path) -> None:
-    """InputError now, before any work, when the collection `spec` names is not there."""
+def check_source(spec: str | Path) -> Path:
+    """Where the collection `spec` names is (its file or directory); InputError now, before any
+    work, when it is not there."""
     collection = named(spec)
     if collection is not None:
-        _root(collection)
-    elif not Path(spec).exists():
+        return _root(collection)
+    if not Path(spec).exists():
         raise InputError("not found; expected a collection name (" + ", ".join(sorted(COLLECTIONS))
                          + ") or a file or directory of documents", spec)
+    return Path(spec)
 
 
 def load_documents(spec: str | Path) -> Iterator[Document]:
@@ -190,11 +192,24 @@ def checked_ids(documents: Iterable[Document], source: Path, located: bool = Fal
     `located`: `source` is what read_documents read, so a duplicate is named at its file and line)."""
     seen: set[str] = set()
     for n, doc in enumerate(documents, 1):
-        check_id(doc.id, f"document {n}: id", source)
+        try:
+            check_id(doc.id, f"document {n}: id", source)
+        except InputError as e:
+            raise _at_document(e, doc.id, source) if located else e from None
         if doc.id in seen:
             raise _duplicate(doc.id, n, source, located)
         seen.add(doc.id)
         yield doc
+
+
+def _at_document(error: InputError, doc_id: str, source: Path) -> InputError:
+    """`error` about a document of the collection at `source`, named at the document's own file
+    (and line) when a directory was read."""
+    from retrieval.formats import document_places
+
+    where = document_places(source, doc_id)[:1] if Path(source).is_dir() else []
+    message = error.message.split(": ", 1)[-1]  # drop "document N:", the file names it
+    return InputError(message, *where[0]) if where else error
 
 
 def _duplicate(doc_id: str, n: int, source: Path, located: bool) -> InputError:
@@ -248,5 +263,6 @@ def _content_sha256(path: Path) -> str:
     for item in sorted(p for p in path.rglob("*") if p.is_file() or p.is_symlink()):
         if not item.exists():
             raise InputError("broken symbolic link in the collection", item)
-        digest.update(f"{item.relative_to(path).as_posix()}\0{sha256_file(item)}\n".encode())
+        name = os.fsencode(item.relative_to(path).as_posix())  # a name need not be UTF-8
+        digest.update(name + f"\0{sha256_file(item)}\n".encode())
     return digest.hexdigest()

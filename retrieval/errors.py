@@ -23,3 +23,12 @@ class InputError(Exception):
         if self.path is not None:
             where = f"{self.path}:{self.line}: " if self.line is not None else f"{self.path}: "
         return where + self.message
+
+
+class UnknownDocument(InputError):
+    """A document id the index (or its `part`) lacks, e.g. named by a run given to rerank; the
+    command that read the run re-raises it naming the run file (commands.common.naming_candidates)."""
+
+    def __init__(self, doc_id: str, index: str | Path | None, part: str = "index"):
+        self.doc_id, self.part = doc_id, part
+        super().__init__(f"document {doc_id!r} is not in the {part}", index)

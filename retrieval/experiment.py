@@ -76,10 +76,12 @@ def ensure_index(cfg: Config, precision: str | None = None) -> AnyIndex:
             reason = "built from another source, with another analyzer or another layout"
     with cfg.blame("index.path"):  # never replace what is not an index, before any note
         storage.check_replaceable(cfg.index_path, remedy="remove it or change index.path")
+        storage.check_keeps_input(cfg.index_path, collections.check_source(cfg.collection))
     _note(f"building index {cfg.index_path} ({reason})")
-    build_with_parts(collections.load_documents(cfg.collection), cfg.index_path, source=source,
-                     analyzer=analyzer, shards=cfg.shards, workers=cfg.threads,
-                     **_part_sources(cfg, precision))
+    parts = _part_sources(cfg, precision)
+    with cfg.blame("collection"):  # e.g. a malformed record, or no documents
+        build_with_parts(collections.load_documents(cfg.collection), cfg.index_path, source=source,
+                         analyzer=analyzer, shards=cfg.shards, workers=cfg.threads, **parts)
     if cfg.shards:
         return _with_backend(cfg, open_index(cfg.index_path, verify=False))
     return Index.open(cfg.index_path, verify=False)

@@ -61,7 +61,7 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
             doc_ids.append(doc.id)
             builder.add(terms)
         if not doc_ids:
-            raise InputError("the collection has no documents", source or None)
+            raise InputError("the collection has no documents")  # the caller names it
         ids = np.array(doc_ids, dtype=str)
         by_id = np.argsort(ids, kind="stable")
         docno_of = np.empty(len(ids), dtype=np.int64)

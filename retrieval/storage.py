@@ -126,6 +126,15 @@ def is_model_dir(path: Path) -> bool:
     return (Path(path) / "training.json").is_file()
 
 
+def check_keeps_input(target: Path, source: Path) -> None:
+    """Refuse to replace `target` when it is, or holds, `source`, which the command reads (a build
+    would delete the collection it indexes), --force or not."""
+    real, read = Path(os.path.realpath(target)), Path(os.path.realpath(source))
+    if read == real or real in read.parents:
+        raise InputError(f"holds {source}, which this command reads; refusing to replace it (choose"
+                         " another path)", target)
+
+
 def check_replaceable(target: Path, ours: Callable[[Path], bool] = is_index_dir,
                       force: bool = False, remedy: str = "remove it, choose another path, or --force"
                       ) -> None:
@@ -335,11 +344,16 @@ def write_output(path: str | Path, data: bytes) -> None:
     except OSError as e:
         raise InputError(f"cannot write here ({e.strerror})", path) from None
     if mode is not None and (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
-        with open(real, "wb") as f:
-            f.write(data)
+        try:
+            with open(real, "wb") as f:
+                f.write(data)
+        except OSError as e:  # e.g. /dev/full
+            raise InputError(f"cannot write ({e.strerror or e})", path) from None
         return
     if mode is not None and stat.S_ISDIR(mode):
         raise InputError("is a directory; expected a file name to write", path)
+    if mode is None and path.is_symlink() and not real.parent.is_dir():  # as a shell's `>` fails
+        raise InputError(f"is a symbolic link to {real}, whose directory does not exist", path)
     if mode is not None and not stat.S_ISREG(mode):
         raise InputError("is a special file (not a regular file, device or pipe); refusing to"
                          " replace it", path)
@@ -455,6 +469,8 @@ def read_manifest(index_dir: Path) -> dict[str, Any]:
     path = Path(index_dir) / MANIFEST
     if not os.path.lexists(index_dir):
         recover_interrupted(Path(os.path.abspath(index_dir)))
+    if os.path.lexists(index_dir) and not Path(index_dir).is_dir():
+        raise InputError("is a file, not an index directory", index_dir)
     if not Path(index_dir).is_dir():
         raise InputError("no index here (directory does not exist); build it with `retrieval index`",
                          index_dir)

@@ -199,3 +199,86 @@ def test_hostile_input_gets_one_line_and_exit_2(tiny_docs, tmp_path, capsys):
         assert code == 2 and message in err and err.count("\n") == 0, (argv, err)
     assert Index.open(idx).num_docs == 5 and not (tmp_path / "new").exists()
     assert topics.read_text() == "1\tcats\n" and not (tmp_path / "p.json").exists()
+
+
+def test_second_audit_hostile_input_gets_one_line_and_exit_2(tiny_docs, tmp_path, capsys):
+    """What a second audit found: each is refused in one line naming the file, and nothing is lost."""
+    idx, src = tmp_path / "idx", tmp_path / "src"
+    assert main(["index", "--collection", str(tiny_docs), "--index", str(idx)]) == 0
+    capsys.readouterr()
+    src.mkdir()
+    (src / "docs.jsonl").write_bytes(tiny_docs.read_bytes())
+    (tmp_path / "both.jsonl").write_text('{"id": "d1", "contents": "x", "_id": "d9"}\n')
+    (tmp_path / "two.trec").write_text("<DOC>\n<DOCNO>a</DOCNO><DOCNO>b</DOCNO>\ntext\n</DOC>\n")
+    (tmp_path / "html").mkdir()
+    (tmp_path / "html" / "has space.html").write_text("<html><body>apple</body></html>")
+    (tmp_path / "all.txt").write_text("\n".join(f"d{i}" for i in range(1, 6)) + "\n")
+    (tmp_path / "empty.run").write_text("")
+    (tmp_path / "bad.run").write_text("1 Q0 nope 1 1.0 t\n")
+    (tmp_path / "t.tsv").write_text("1\tcats\n")
+    (tmp_path / "dangling").symlink_to(tmp_path / "no" / "such" / "dir" / "run.txt")
+    cases = [
+        (["index", "--collection", str(src / "docs.jsonl"), "--index", str(src), "--force"],
+         f"{src}: holds {src / 'docs.jsonl'}, which this command reads"),
+        (["index", "--collection", str(tmp_path / "both.jsonl"), "--index", str(tmp_path / "x")],
+         "both.jsonl:1: expected a \"text\" string beside \"_id\""),
+        (["index", "--collection", str(tmp_path / "two.trec"), "--index", str(tmp_path / "x")],
+         "two.trec:1: document with two <DOCNO> tags"),
+        (["index", "--collection", str(tmp_path / "html"), "--index", str(tmp_path / "x")],
+         f"{tmp_path / 'html' / 'has space.html'}: id 'has space' is not a valid id"),
+        (["delete", "--index", str(idx), "--ids", str(tmp_path / "all.txt")],
+         "these are all the index's documents"),
+        (["eval", "--qrels", str(tmp_path / "t.tsv"), str(tmp_path / "empty.run")], "expected 4 fields"),
+        (["eval", "--qrels", "cacm", str(tmp_path / "empty.run")],
+         f"{tmp_path / 'empty.run'}: the run and the qrels share no query ids"),
+        (["eval", "--qrels", "cacm", str(tmp_path / "bad.run"), str(tmp_path / "bad.run")],
+         "run file given twice"),
+        (["search", "--index", str(idx), "--topics", str(tmp_path / "t.tsv"), "--model", "qld",
+          "--candidates", str(tmp_path / "bad.run")],
+         f"{tmp_path / 'bad.run'}: names document 'nope', which is not in the index {idx}"),
+        (["search", "--index", str(idx), "--topics", str(tmp_path / "t.tsv"), "--output",
+          str(tmp_path / "dangling")], "whose directory does not exist"),
+        (["info", "--index", str(tmp_path / "t.tsv")], "is a file, not an index directory"),
+    ]
+    for argv, message in cases:
+        code = main(argv)
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and message in err and err.count("\n") == 0, (argv, err)
+    assert (src / "docs.jsonl").read_bytes() == tiny_docs.read_bytes()
+    assert Index.open(idx).num_docs == 5 and not (tmp_path / "no").exists()
+
+
+def test_a_collection_file_name_that_is_not_utf8_is_indexed(tiny_docs, tmp_path):
+    folder = tmp_path / "c"
+    folder.mkdir()
+    (folder / os.fsdecode(b"a\xff.jsonl")).write_bytes(tiny_docs.read_bytes())
+    assert main(["index", "--collection", str(folder), "--index", str(tmp_path / "i")]) == 0
+    assert Index.open(tmp_path / "i").num_docs == 5
+
+
+def test_more_processes_than_cpus_are_not_started(monkeypatch):
+    """`--threads 10000` once started 10,000 processes for a 7-document collection."""
+    from retrieval import analysis
+
+    monkeypatch.setattr(analysis, "available_cpus", lambda: 1)
+    monkeypatch.setattr(analysis, "worker_context", lambda: pytest.fail("started worker processes"))
+    analyzed = list(analysis.analyse_all(["a cat", "dogs"], str, analysis.Analyzer(), workers=10_000))
+    assert [terms for _, terms in analyzed] == [["cat"], ["dog"]]
+
+
+def test_sigterm_during_a_build_cleans_up_as_ctrl_c_does(tmp_path):
+    """`kill`, `timeout` and service managers send SIGTERM: the old index stays, nothing is left behind."""
+    import signal
+    import time
+
+    target = tmp_path / "idx"
+    proc = subprocess.Popen([sys.executable, "-m", "retrieval.cli", "index", "--collection", "cacm",
+                             "--index", str(target)], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".idx.tmp-*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, "the build ended before it could be interrupted"
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 128 + signal.SIGTERM and err.strip().endswith("retrieval: terminated")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

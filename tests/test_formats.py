@@ -152,7 +152,7 @@ def test_beir_queries_refuse_anserini_records(tmp_path):
 
 def test_invalid_utf8_and_nul_are_reported_with_line(tmp_path):
     with pytest.raises(InputError, match=r"u.jsonl:2: invalid UTF-8"):
-        list(read_documents(write(tmp_path, "u.jsonl", b'{"_id":"1"}\n{"_id":"\xff"}\n', "wb")))
+        list(read_documents(write(tmp_path, "u.jsonl", b'{"_id":"1","text":""}\n{"_id":"\xff"}\n', "wb")))
     with pytest.raises(InputError, match=r"n:1: NUL byte"):
         read_qrels(write(tmp_path, "n", b"1 0 d\x00 1\n", "wb"))
 

@@ -223,7 +223,7 @@ def test_cli_add_delete_optimize(tiny_docs, tmp_path, capsys):
     ("clash", "corpus.jsonl: 5 document id(s) are already in the index (e.g. 'd1')"),
     ("unknown", "1 id(s) are not documents of the index (e.g. 'nope'); nothing was deleted"),
     ("bad-line", "ids.txt:2: expected one document id per line"),
-    ("missing-file", "cannot read document ids"),
+    ("missing-file", "x: file not found"),
 ])
 def test_bad_updates_are_one_line_errors_and_change_nothing(tiny_docs, tmp_path, capsys, case, message):
     index = tmp_path / "idx"

@@ -249,6 +249,10 @@ def test_cli_serve_starts_and_answers(cacm_copy, tmp_path, capsys):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+        s.listen()  # a port in use: refused before the server is announced
+        assert main(["serve", "--index", str(cacm_copy), "--port", str(port)]) == 2
+        err = capsys.readouterr().err
+        assert err == f"retrieval: error: cannot listen on 127.0.0.1:{port} (Address already in use)\n"
     server = subprocess.Popen([sys.executable, "-m", "retrieval.cli", "serve", "--index", str(cacm_copy),
                                "--port", str(port)], stderr=subprocess.PIPE, text=True)
     try:

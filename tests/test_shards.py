@@ -261,7 +261,7 @@ def test_rescoring_a_run_on_shards_equals_the_single_index(cacm_index, cacm_shar
     (tmp_path / "bad").write_text("1 Q0 nope 1 1.0 t\n")
     assert main(["search", "--index", str(cacm_sharded.path), "--topics", "cacm", "--candidates",
                  str(tmp_path / "bad"), "--output", str(tmp_path / "x")]) == 2
-    assert "'nope', which is not in the index" in capsys.readouterr().err
+    assert f"{tmp_path / 'bad'}: names document 'nope', which is not in the index" in capsys.readouterr().err
 
 
 def test_ray_needs_a_sharded_index(cacm_index, capsys):

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from retrieval.errors import InputError
+from retrieval.errors import InputError, UnknownDocument
 from retrieval.formats.trec import check_tag, format_run, write_run
 from retrieval.precision import AUTO, TORCH_PRECISIONS
 from retrieval.types import Run
@@ -65,6 +66,19 @@ def write_run_output(run: Run, output: str, tag: str, verb: str = "wrote") -> No
     write_run(run, output, tag)
     hits = sum(len(r) for r in run.values())
     print(f"{verb} {len(run)} queries, {hits} hits -> {output}", file=sys.stderr)
+
+
+@contextmanager
+def naming_candidates(path: Path | None) -> Iterator[None]:
+    """An unknown document met while rescoring or reranking the run file at `path` is reported
+    there: the file is what the user has to fix, not the index."""
+    try:
+        yield
+    except UnknownDocument as e:
+        if path is None:
+            raise
+        raise InputError(f"names document {e.doc_id!r}, which is not in the {e.part} {e.path}",
+                         path) from None
 
 
 def run_answering(path: Path, queries: dict[str, str], what: str = "run") -> Run:

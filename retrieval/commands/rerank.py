@@ -7,6 +7,7 @@ from pathlib import Path
 
 from retrieval import collections
 from retrieval.commands.common import (
+    naming_candidates,
     precision_flag,
     run_answering,
     run_tag,
@@ -47,4 +48,6 @@ def run(args: argparse.Namespace) -> None:
     queries = collections.load_topics(args.topics, args.topic_field)
     stage = build("late", args.index, checkpoint=args.model, interpolate=args.interpolate,
                   depth=args.depth, threads=args.threads, precision=args.precision)
-    write_run_output(stage(queries, run_answering(args.run_file, queries)), args.output, args.tag, "reranked")
+    with naming_candidates(args.run_file):
+        reranked = stage(queries, run_answering(args.run_file, queries))
+    write_run_output(reranked, args.output, args.tag, "reranked")

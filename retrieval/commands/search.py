@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from retrieval import collections
-from retrieval.commands.common import number, run_answering, run_tag, topics_flags, write_run_output
+from retrieval.commands.common import (
+    naming_candidates,
+    number,
+    run_answering,
+    run_tag,
+    topics_flags,
+    write_run_output,
+)
 from retrieval.errors import InputError
 from retrieval.params import PARAMS
 from retrieval.rankers import RANKERS
@@ -115,7 +122,8 @@ def run(args: argparse.Namespace) -> None:
     if index.kind == "sharded":
         index.use_backend(_shard_backend(index, args.ray, args.allow_partial, args.shard_retries))
     try:
-        run = build(args.model, index, **params)(queries, candidates)
+        with naming_candidates(args.candidates):
+            run = build(args.model, index, **params)(queries, candidates)
         if candidates is not None:  # a stage rescores every candidate; the file keeps --hits
             run = run.cut(params.get("hits", entry.default("hits")))
     finally:

@@ -6,10 +6,12 @@ import argparse
 import ipaddress
 import os
 import secrets
+import socket
 import sys
 from pathlib import Path
 
 from retrieval.commands.common import number, precision_flag, threads_flag
+from retrieval.errors import InputError
 
 TOKEN_ENV = "RETRIEVAL_TOKEN"
 
@@ -56,6 +58,18 @@ def write_token(host: str, given: str | None) -> str | None:
     return token
 
 
+def check_listenable(host: str, port: int) -> None:
+    """InputError, before the server is announced, if it could not listen at host:port (a port in
+    use, an address this machine does not have); the server binds the same way (SO_REUSEADDR)."""
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(address)
+    except OSError as e:
+        raise InputError(f"cannot listen on {host}:{port} ({e.strerror or e})") from None
+
+
 def run(args: argparse.Namespace) -> None:
     import uvicorn
 
@@ -64,6 +78,7 @@ def run(args: argparse.Namespace) -> None:
     from retrieval.service.engine import Engine
 
     open_index(args.index)  # a missing or foreign index is refused before the server starts
+    check_listenable(args.host, args.port)
     engine = Engine(args.index, precision=args.precision, threads=args.threads, reader=args.reader)
     app = create_app(engine, write_token(args.host, args.token), args.max_body, args.time_limit)
     print(f"retrieval serve: {args.index} on http://{args.host}:{args.port}/", file=sys.stderr)

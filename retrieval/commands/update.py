@@ -9,6 +9,7 @@ from pathlib import Path
 from retrieval import collections
 from retrieval.commands.common import precision_flag
 from retrieval.errors import InputError
+from retrieval.formats.textfile import decode, read_text
 from retrieval.precision import ENCODER_PRECISIONS
 
 NOTE = ("The first update turns a native or sharded index into a live one (segments plus "
@@ -74,10 +75,7 @@ def run_optimize(args: argparse.Namespace) -> None:
 
 def read_ids(source: str) -> list[str]:
     """Document ids, one per line (blank lines skipped), from a file or stdin (`-`)."""
-    try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read document ids ({e.__class__.__name__}: {e})", source) from None
+    text = decode(sys.stdin.buffer.read(), "<stdin>") if source == "-" else read_text(source)
     ids = []
     for number, line in enumerate(text.splitlines(), 1):
         value = line.strip()

@@ -32,7 +32,8 @@ import torch
 from tqdm.auto import tqdm
 
 from retrieval import precision as precisions
-from retrieval.cpu_batches import default_threads, padded_batches, run_side_by_side
+from retrieval.analysis import available_cpus
+from retrieval.cpu_batches import padded_batches, run_side_by_side
 from retrieval.errors import InputError
 from retrieval.int8_outliers import stored_channels
 from retrieval.local_models import (
@@ -220,7 +221,7 @@ class Encoder:
         self.max_length = int(max_length or st["max_length"] or 256)
         self.precision = precisions.resolve(precision, PRECISIONS[1:], int8_within_limit=INT8_WITHIN_LIMIT)
         self.batch_size = batch_size
-        self.threads = threads or default_threads()
+        self.threads = threads or available_cpus()
         self.progress = progress
         from transformers import AutoConfig, AutoTokenizer
 

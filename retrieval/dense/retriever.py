@@ -11,7 +11,7 @@ import numpy as np
 from retrieval import params
 from retrieval.dense.encoder import Encoder
 from retrieval.dense.faiss_index import configure_search, load_dense_part
-from retrieval.errors import InputError
+from retrieval.errors import InputError, UnknownDocument
 from retrieval.local_models import DEFAULT_MODEL
 from retrieval.pipeline import Stage
 from retrieval.types import Queries, Run
@@ -102,8 +102,7 @@ class DenseRetriever(Stage):
             try:
                 rows = [self._rows[d] for d in ids]
             except KeyError as e:
-                raise InputError(f"run names document {e.args[0]!r}, which is not in the dense part",
-                                 self.index_dir) from None
+                raise UnknownDocument(e.args[0], self.index_dir, "dense part") from None
             if not rows:
                 out[q] = []
                 continue

@@ -100,6 +100,9 @@ def read_jsonl_documents(path: str | Path) -> Iterator[Document]:
     other fields are not indexed, as in Anserini's default generator).
     """
     for n, record in _records(path):
+        if "_id" in record and "text" not in record:  # e.g. an Anserini record with a stray _id
+            raise InputError("expected a \"text\" string beside \"_id\" (BEIR); a record has one id"
+                             " key, \"_id\" (BEIR) or \"id\" (Anserini)", path, n)
         if "_id" in record:
             yield Document(check_id(str(record["_id"]), "document _id", path, n),
                            record.get("title", "").strip(), record.get("text", "").strip())

@@ -49,6 +49,9 @@ def read_trec_documents(path: str | Path) -> Iterator[Document]:
         if not docno or not docno.group(1):
             raise InputError("document without <DOCNO>; expected <DOCNO>id</DOCNO>", path,
                              _line_of(text, m.start()))
+        if _DOCNO.search(body, docno.end()):
+            raise InputError("document with two <DOCNO> tags; expected one id per <DOC>", path,
+                             _line_of(text, m.start()))
         contents = _TAG.sub(" ", body[: docno.start()] + body[docno.end():])
         check_id(docno.group(1), "<DOCNO>", path, _line_of(text, m.start()))
         yield Document(docno.group(1), "", " ".join(contents.split()))

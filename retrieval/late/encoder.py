@@ -20,7 +20,8 @@ import torch
 from tqdm.auto import tqdm
 
 from retrieval import precision as precisions
-from retrieval.cpu_batches import default_threads, padded_batches, run_side_by_side
+from retrieval.analysis import available_cpus
+from retrieval.cpu_batches import padded_batches, run_side_by_side
 from retrieval.errors import InputError
 from retrieval.int8_outliers import stored_channels
 from retrieval.local_models import load_pretrained, model_checksum, model_name, resolve_model_dir
@@ -51,7 +52,7 @@ class TokenEncoder:
         self.precision = precisions.resolve(precision, int8_within_limit=INT8_WITHIN_LIMIT)
         self.query_length, self.doc_length = int(query_length), int(doc_length)
         self.markers, self.augment = bool(markers), bool(augment)
-        self.threads = threads or default_threads()
+        self.threads = threads or available_cpus()
         self.batch_size, self.progress = batch_size, progress
         self.tokenizer = load_pretrained(AutoTokenizer, self.model_dir)
         model = load_pretrained(AutoModel, self.model_dir).eval()

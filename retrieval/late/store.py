@@ -22,7 +22,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from retrieval import storage
-from retrieval.errors import InputError
+from retrieval.errors import InputError, UnknownDocument
 from retrieval.index import Index, changing_part
 from retrieval.late.model import LateModel
 
@@ -191,7 +191,7 @@ class LateStore:
         spans = []
         for d in doc_ids:
             if d not in docno:
-                raise InputError(f"document {d!r} is not in the index", self.index.path)
+                raise UnknownDocument(d, self.index.path)
             i = docno[d]
             spans.append((int(self.offsets[i]), int(self.offsets[i + 1])))
         rows = np.concatenate([np.arange(a, b) for a, b in spans]) if spans else np.zeros(0, np.int64)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval import params, storage
-from retrieval.errors import InputError
+from retrieval.errors import InputError, UnknownDocument
 from retrieval.lucene import jvm
 from retrieval.lucene.indexer import LUCENE_DIR
 from retrieval.params import default
@@ -83,7 +83,7 @@ class LuceneIndex:
         try:
             doc = searcher.doc(str(doc_id))
             if doc is None:
-                raise InputError(f"document {doc_id!r} is not in the index", self.path)
+                raise UnknownDocument(doc_id, self.path)
             return str(doc.get("contents") or doc.get("raw") or "")
         finally:
             searcher.close()

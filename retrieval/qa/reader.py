@@ -17,7 +17,8 @@ import numpy as np
 import torch
 
 from retrieval import precision as precisions
-from retrieval.cpu_batches import default_threads, run_side_by_side
+from retrieval.analysis import available_cpus
+from retrieval.cpu_batches import run_side_by_side
 from retrieval.errors import InputError
 from retrieval.int8_outliers import stored_channels
 from retrieval.local_models import load_pretrained, weights_file
@@ -131,7 +132,7 @@ class SpanReader:
         self.max_length, self.stride = max_length, stride
         self.max_answer_tokens = max_answer_tokens
         self.batch_size = batch_size
-        self.threads = threads or default_threads()
+        self.threads = threads or available_cpus()
 
     @property
     def effective_batch_size(self) -> int:

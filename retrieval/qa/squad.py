@@ -109,6 +109,7 @@ def read_squad(path: str | Path) -> list[Example]:
                     check_utf8(text, what, path)
                 answers = () if qa.get("is_impossible") else _answers(qa, para["context"], path)
                 out.append(Example(qid, qa["question"], para["context"], title, answers))
+    _expect(bool(out), "at least one question", path)
     return out
 
 

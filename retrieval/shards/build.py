@@ -15,7 +15,13 @@ from typing import Any
 from tqdm import tqdm
 
 from retrieval import storage
-from retrieval.analysis import Analyzer, ignore_interrupts, worker_context, workers_ignore_interrupts
+from retrieval.analysis import (
+    Analyzer,
+    available_cpus,
+    ignore_interrupts,
+    worker_context,
+    workers_ignore_interrupts,
+)
 from retrieval.errors import InputError
 from retrieval.index import build_index
 from retrieval.shards.layout import GLOBAL_DIR, KIND, shard_name
@@ -30,7 +36,7 @@ def partition(documents: list[Document], shards: int, source: str = "") -> list[
     if shards < 1:
         raise InputError(f"--shards must be at least 1, got {shards}")
     if not documents:
-        raise InputError("the collection has no documents", source or None)
+        raise InputError("the collection has no documents")  # the caller names it
     if shards > len(documents):
         raise InputError(f"cannot split {len(documents)} documents into {shards} shards"
                          " (every shard needs at least one document)", source or None)
@@ -63,7 +69,7 @@ def build_shards(parts: list[list[Document]], root: Path, source: str, analyzer:
             bar.update()
     else:
         context = worker_context()  # not plain fork: other threads (Ray, ONNX Runtime) may hold locks
-        with ProcessPoolExecutor(min(workers, len(parts)), mp_context=context,
+        with ProcessPoolExecutor(min(workers, len(parts), available_cpus()), mp_context=context,
                                  initializer=ignore_interrupts) as pool:
             with workers_ignore_interrupts():  # the processes start as jobs are submitted
                 jobs = [pool.submit(_build_one, docs, path, f"{source} {path.name}", analyzer.settings)

@@ -129,6 +129,9 @@ def delete_documents(path: str | Path, doc_ids: Iterable[str], source: str = "")
         if unknown:
             raise InputError(f"{len(unknown)} id(s) are not documents of the index (e.g."
                              f" {unknown[0]!r}); nothing was deleted", source or None)
+        if len(wanted) == len(known):
+            raise InputError("these are all the index's documents, and an index keeps at least one;"
+                             " nothing was deleted (build a new index instead)", source or None)
         with changing(Path(path)) as (root, manifest):
             return _mark_deleted(root, manifest, wanted)
 

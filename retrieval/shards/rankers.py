@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.errors import InputError
+from retrieval.errors import InputError, UnknownDocument
 from retrieval.params import check as check_params
 from retrieval.params import default
 from retrieval.pipeline import Stage
@@ -104,8 +104,7 @@ class ShardedSparse(ShardedStage):
             if len(ids) < len(candidates[i]) and not self.backend.missing:
                 found = set(ids.tolist())
                 absent = next(d for d in candidates[i] if d not in found)
-                raise InputError(f"run names document {absent!r}, which is not in the index",
-                                 self.index.path)
+                raise UnknownDocument(absent, self.index.path)
             order = np.lexsort((ids, -scores))
             rankings[qid] = Columns(ids[order], scores[order])
         return ShardedRun(rankings, tuple(sorted(self.backend.missing)))

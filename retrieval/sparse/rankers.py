@@ -19,7 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 from retrieval import params
-from retrieval.errors import InputError
+from retrieval.errors import InputError, UnknownDocument
 from retrieval.index import Index, native_index
 from retrieval.params import default
 from retrieval.pipeline import Stage
@@ -92,8 +92,7 @@ class SparseRanker(Stage):
         try:
             docs = np.array([docno[d] for d, _ in candidates], dtype=np.int64)
         except KeyError as e:
-            raise InputError(f"run names document {e.args[0]!r}, which is not in the index",
-                             self.index.path) from None
+            raise UnknownDocument(e.args[0], self.index.path) from None
         scores = self.searcher.score(query, docs)
         order = np.lexsort((docs, -scores))  # docno order is doc id order
         return self.ranking(docs[order], scores[order])
