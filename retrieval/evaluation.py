@@ -28,7 +28,7 @@ def parse_measures(names: str | Iterable[str]) -> list[tuple[str, object]]:
     """[(name as the user wrote it, ir-measures measure)], in order, each checked to be computable."""
     if isinstance(names, str):
         names = names.replace(",", " ").split()
-    if not all(isinstance(n, str) for n in names):
+    if not isinstance(names, Iterable) or not all(isinstance(n, str) for n in names):
         raise InputError(f"measures must be names such as 'MAP' or 'nDCG@10', got {names!r}")
     parsed = []
     for name in names:
@@ -74,6 +74,11 @@ def _judged(run: Run, qrels: Qrels, only_answered: bool) -> tuple[Qrels, list[st
     if not isinstance(qrels, Mapping) or not all(isinstance(j, Mapping) for j in qrels.values()):
         raise InputError("expected qrels as {query id: {doc id: relevance}} (e.g. from read_qrels),"
                          f" got {type(qrels).__name__}")
+    for q, judged in qrels.items():
+        for d, grade in judged.items():
+            if not isinstance(d, str) or type(grade) is not int:  # what pytrec_eval takes
+                raise InputError(f"qrels of query {q!r}: expected a doc id string and an int"
+                                 f" grade, got {d!r}: {grade!r}")
     answered = Qrels({q: j for q, j in qrels.items() if run.get(q)})
     if not answered:
         raise InputError("the run and the qrels share no query ids; wrong qrels for this run?")

@@ -191,7 +191,7 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
 
 def ranker(name: str) -> Ranker:
     """The registered ranker called `name`; InputError naming the known ones otherwise."""
-    if name not in RANKERS:
+    if not isinstance(name, str) or name not in RANKERS:
         raise InputError(f"unknown model {name!r}; expected one of {', '.join(RANKERS)}")
     return RANKERS[name]
 

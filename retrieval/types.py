@@ -8,6 +8,7 @@ same scores give the same order everywhere (run files, metrics, rerankers).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple
 
@@ -47,18 +48,39 @@ def natural_key(qid: str) -> tuple:
 def rank(hits: Iterable[tuple[str, float]]) -> Ranking:
     """Sort hits by score descending, then doc id ascending (deterministic ties).
 
-    A ranking holds each document once with a finite score; anything else is refused
-    here, where a Run is built from hits someone gave, not only when it is written.
+    A ranking holds each document once, by an id a run file can hold, with a finite number
+    as its score; anything else is refused here (nothing coerced: None is not the id 'None'),
+    where a Run is built from hits someone gave, not only when it is written.
     """
     try:
-        ranked = sorted(((str(d), float(s)) for d, s in hits), key=lambda h: (-h[1], h[0]))
+        pairs = [(d, s) for d, s in hits]
     except (TypeError, ValueError):
-        raise InputError("expected hits as (doc id, score) pairs with numeric scores") from None
+        raise InputError("expected hits as (doc id, score) pairs") from None
+    _check_hits(pairs)
+    ranked = sorted(((d, float(s)) for d, s in pairs), key=lambda h: (-h[1], h[0]))
     if len({d for d, _ in ranked}) != len(ranked):
         raise InputError("a ranking names a document twice; expected each doc id once per query")
     if not all(math.isfinite(s) for _, s in ranked):
         raise InputError("a ranking has a NaN or infinite score; expected finite scores")
     return ranked
+
+
+def _check_hits(pairs: list[tuple[object, object]]) -> None:
+    """InputError naming the first hit whose doc id is not a word (a string without whitespace)
+    or whose score is not a number; checked in bulk, as every reranker's output passes here."""
+    from retrieval.formats.textfile import is_word  # (formats import this module)
+
+    ids_ok = all(type(d) is str and d for d, _ in pairs) and is_word("".join(d for d, _ in pairs) or "x")
+    scores_ok = all(type(s) is float or type(s) is int or (isinstance(s, numbers.Real)
+                                                          and not isinstance(s, bool)) for _, s in pairs)
+    if ids_ok and scores_ok:
+        return
+    for d, s in pairs:
+        if not isinstance(d, str) or not is_word(d):
+            raise InputError(f"doc id {d!r} is not a valid id; expected a non-empty string without"
+                             " whitespace")
+        if not isinstance(s, numbers.Real) or isinstance(s, bool):
+            raise InputError(f"score {s!r} of {d!r} is not a number")
 
 
 class Columns(NamedTuple):
@@ -82,11 +104,15 @@ class Run(Mapping[str, Ranking]):
     def __init__(self, rankings: Mapping[str, Iterable[tuple[str, float]] | Columns] | None = None,
                  *, presorted: bool = False):
         self._rankings: dict[str, Ranking | Columns] = {}
+        if not isinstance(rankings or {}, Mapping):
+            raise InputError(f"a Run is built from {{query id: hits}}, got {type(rankings).__name__}")
         for qid, hits in (rankings or {}).items():
+            if not isinstance(qid, str) or qid in self._rankings:
+                raise InputError(f"query id {qid!r} is not a string, or is given twice")
             if isinstance(hits, Columns):
-                self._rankings[str(qid)] = hits  # searchers' output is already ranked
+                self._rankings[qid] = hits  # searchers' output is already ranked
             else:
-                self._rankings[str(qid)] = list(hits) if presorted else rank(hits)
+                self._rankings[qid] = list(hits) if presorted else rank(hits)
 
     def __getitem__(self, qid: str) -> Ranking:
         ranking = self._rankings[qid]
@@ -109,7 +135,9 @@ class Run(Mapping[str, Ranking]):
         return isinstance(other, Run) and list(self.items()) == list(other.items())
 
     def cut(self, k: int) -> Run:
-        """The top k hits of every query."""
+        """The top k hits of every query (k >= 1: a slice would take k=-1 as all but the last)."""
+        if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+            raise InputError(f"a cut keeps k >= 1 hits, got {k!r}")
         return Run({q: Columns(r.ids[:k], r.scores[:k]) if isinstance(r, Columns) else r[:k]
                     for q, r in self._rankings.items()}, presorted=True)
 

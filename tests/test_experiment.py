@@ -542,3 +542,26 @@ def test_qa_config_selects_on_validation_and_reports_every_passage_count(tmp_pat
     assert "Question answering" in md.read_text() and "Question answering" in page.read_text()
     again = experiment.run_experiment(path, tmp_path / "out", progress=False)
     assert again.qa == outcome.qa  # cached in qa.json
+
+
+def test_runs_and_qrels_from_user_data_are_checked_not_coerced():
+    """A Run or qrels built by hand: a bad id, score or grade is an InputError, never silently
+    converted (None is not the id 'None') nor a TypeError deep inside pytrec_eval."""
+    from retrieval.evaluation import evaluate
+
+    for bad in ({"q": [(None, 1.0)]}, {"q": [(b"d1", 1.0)]}, {"q": [("a b", 1.0)]}, {"q": [("a", "1.5")]},
+                {"q": [("a", True)]}, {1: [("a", 1.0)]}, [("q", [("a", 1.0)])], {"q": [1]}):
+        with pytest.raises(InputError):
+            Run(bad)
+    run = Run({"q": [("a", 1.0), ("b", np.float32(0.5))]})
+    assert run["q"] == [("a", 1.0), ("b", 0.5)]
+    for qrels in ({"q": {"a": "1"}}, {"q": {"a": 0.5}}, {"q": {2: 1}}):
+        with pytest.raises(InputError, match="expected a doc id string and an int grade"):
+            evaluate(run, qrels, ["MAP"])
+    with pytest.raises(InputError, match="measures must be names"):
+        evaluate(run, {"q": {"a": 1}}, 5)
+    assert evaluate(run, {"q": {"a": 1}}, ["MAP"]) == {"MAP": 1.0}
+    for k in (0, -1, "2", True):  # a slice would take -1 as "all but the last"
+        with pytest.raises(InputError, match="a cut keeps k >= 1 hits"):
+            run.cut(k)
+    assert run.cut(1)["q"] == [("a", 1.0)]

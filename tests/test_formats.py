@@ -1,4 +1,5 @@
 import gzip
+import json
 
 import pytest
 
@@ -224,3 +225,15 @@ def test_an_index_directory_named_like_a_collection_does_not_hide_its_topics(tmp
     assert len(load_topics("cacm")) == 64 and len(load_qrels("cacm")) == 52
     (tmp_path / "cacm:train").write_text("q1\tmy own topic\n")
     assert dict(load_topics("cacm:train").items()) == {"q1": "my own topic"}
+
+
+def test_an_id_longer_than_the_limit_is_refused(tmp_path):
+    """Ids live in fixed-width arrays: one 100,000-character id once widened every result array."""
+    from retrieval.formats.textfile import MAX_ID_CHARS
+
+    long_id = "W" * (MAX_ID_CHARS + 1)
+    path = write(tmp_path, "c.jsonl", json.dumps({"_id": long_id, "text": "x"}) + "\n")
+    with pytest.raises(InputError, match=r"c.jsonl:1: document _id 'W+'... has 1,001 characters"):
+        list(read_documents(path))
+    ok = write(tmp_path, "d.jsonl", json.dumps({"_id": "W" * MAX_ID_CHARS, "text": "x"}) + "\n")
+    assert [d.id for d in read_documents(ok)] == ["W" * MAX_ID_CHARS]

@@ -17,6 +17,7 @@ import pytest
 
 from retrieval import collections
 from retrieval.commands.serve import loopback, write_token
+from retrieval.errors import InputError
 from retrieval.formats.trec import format_run
 from retrieval.index import build_index
 from retrieval.index_kinds import open_index
@@ -134,6 +135,26 @@ def test_time_limit_and_body_limit(cacm_copy):
     with serving(cacm_copy, time_limit=1e-6) as port:
         status, reply = call(port, "POST", "/api/search", {"query": "parallel sorting"})
         assert status == 503 and "longer than" in reply["error"]
+        doc = {"documents": [{"id": "TL1", "text": "zebra"}]}  # a write cannot be stopped half way:
+        assert call(port, "POST", "/api/documents", doc)[0] == 200  # it answers what it did
+
+
+def test_pipelines_kept_are_bounded_and_rm3_is_only_a_first_stage(cacm_copy):
+    """Every k or parameter value builds a pipeline; the server keeps the last few, not all. RM3
+    searches the whole index again, so after a first stage or in a rerank it would pass over the
+    filters and the candidates: refused."""
+    from retrieval.service.engine import MAX_PIPELINES
+
+    engine = Engine(cacm_copy)
+    for k in range(1, 3 * MAX_PIPELINES):
+        engine.search("parallel sorting", "qld", k=k)
+    assert len(engine.pipelines) == MAX_PIPELINES
+    rm3 = {"model": "bm25", "rm3": True}
+    assert engine.search("sorting", rm3, k=3, exclude=["CACM-1724"])["results"]  # first: fine
+    with pytest.raises(InputError, match="rm3 searches the whole index again"):
+        engine.search("sorting", ["bm25", rm3], k=3, exclude=["CACM-1724"])
+    with pytest.raises(InputError, match="rm3 searches the whole index again"):
+        engine.rerank("sorting", ["CACM-3075", "CACM-0001"], rm3)
 
 
 def test_writes_need_the_token_when_one_is_set(cacm_copy):

@@ -95,9 +95,16 @@ def check_utf8(text: str, what: str, where: str | Path | None = None, line: int 
     return text
 
 
+MAX_ID_CHARS = 1000
+
+
 def check_id(value: object, what: str, where: str | Path | None = None, line: int | None = None) -> str:
     """A query or document id: a non-empty string without whitespace or control characters (a run
-    file's column)."""
+    file's column), of at most MAX_ID_CHARS (an index holds ids in fixed-width arrays: one huge id
+    would widen every one)."""
+    if isinstance(value, str) and len(value) > MAX_ID_CHARS:
+        raise InputError(f"{what} {value[:20]!r}... has {len(value):,} characters; expected at most"
+                         f" {MAX_ID_CHARS:,}", where, line)
     if not isinstance(value, str) or not is_word(value):
         raise InputError(f"{what} {value!r} is not a valid id; expected a non-empty word without"
                          " whitespace", where, line)

@@ -243,6 +243,9 @@ def read_run(path: str | Path) -> Run:
             raise InputError(f"expected 6 fields 'qid Q0 docid rank score tag', found {len(parts)}",
                              path, n)
         qid, docid = parts[0], parts[2]
+        if not is_word(qid) or not is_word(docid):  # e.g. a control character: say where
+            check_id(qid, "query id", path, n)
+            check_id(docid, "doc id", path, n)
         try:
             score = float(parts[4])
         except ValueError:

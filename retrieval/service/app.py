@@ -10,7 +10,7 @@
 
 Bad requests get a 4xx with {"error": one line}: 400 for invalid input, 401
 for a write without the token, 404/405 for unknown routes, 413 for a body
-over the limit, 503 when a request runs past the time limit. Writes need
+over the limit, 503 when a read runs past the time limit (writes run to the end). Writes need
 `Authorization: Bearer TOKEN` when the service was given a token (always
 when it listens beyond the loopback address; see commands/serve.py).
 """
@@ -90,10 +90,12 @@ def create_app(engine: Engine, token: str | None = None, max_body: int = MAX_BOD
                                f"unknown field(s) {sorted(unknown)}; expected {sorted(required | optional)}")
         return value
 
-    async def call(fn: Any, **kwargs: Any) -> JSONResponse:
-        """Run an engine call in a worker thread within the time limit; InputError -> 400."""
+    async def call(fn: Any, limited: bool = True, **kwargs: Any) -> JSONResponse:
+        """Run an engine call in a worker thread within the time limit (a write has none: it cannot
+        be stopped half way, so a 503 would hide that it was applied); InputError -> 400."""
         try:
-            result = await asyncio.wait_for(run_in_threadpool(fn, **kwargs), time_limit)
+            work = run_in_threadpool(fn, **kwargs)
+            result = await (asyncio.wait_for(work, time_limit) if limited else work)
         except InputError as e:
             raise RequestError(400, e.message) from None
         except asyncio.TimeoutError:
@@ -130,11 +132,11 @@ def create_app(engine: Engine, token: str | None = None, max_body: int = MAX_BOD
     @app.post("/api/documents")
     async def add(request: Request) -> JSONResponse:
         authorised(request)
-        return await call(engine.add, **await body(request, "add"))
+        return await call(engine.add, limited=False, **await body(request, "add"))
 
     @app.post("/api/documents/delete")
     async def delete(request: Request) -> JSONResponse:
         authorised(request)
-        return await call(engine.delete, **await body(request, "delete"))
+        return await call(engine.delete, limited=False, **await body(request, "delete"))
 
     return app

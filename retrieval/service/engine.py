@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ MAX_QUERY_CHARS = 2000
 MAX_IDS = 10_000        # filter lists, candidates, ids to delete
 MAX_DOCUMENTS = 1000    # documents per add
 SNIPPET_CHARS = 320
+MAX_PIPELINES = 16      # built pipelines kept, least recently used dropped first
 
 
 class Engine:
@@ -41,7 +43,7 @@ class Engine:
         self.lock = threading.Lock()
         self.index: Any = None
         self.version: tuple = ()
-        self.pipelines: dict[str, Any] = {}
+        self.pipelines: OrderedDict[str, Any] = OrderedDict()
         self.qa: Any = None
         with self.lock:
             self._fresh()
@@ -55,14 +57,20 @@ class Engine:
         if version != self.version:
             if hasattr(self.index, "close"):
                 self.index.close()
-            self.index, self.version, self.pipelines, self.qa = open_index(self.path), version, {}, None
+            self.index, self.version, self.qa = open_index(self.path), version, None
+            self.pipelines.clear()
         return self.index
 
     def _built(self, specs: list[Any]) -> Any:
-        """The Pipeline of stage specs, built once per spec for the opened index."""
+        """The Pipeline of stage specs for the opened index; the MAX_PIPELINES used last are kept
+        (each may hold a model's impacts, and requests can name endless parameter values)."""
         key = repr([(s.model, sorted(s.params.items()), s.cutoff) for s in specs])
-        if key not in self.pipelines:
+        if key in self.pipelines:
+            self.pipelines.move_to_end(key)
+        else:
             self.pipelines[key] = build_pipeline(specs, self.index, self.precision)
+            while len(self.pipelines) > MAX_PIPELINES:
+                self.pipelines.popitem(last=False)
         return self.pipelines[key]
 
     def search(self, query: str, pipeline: Any = "bm25", k: int = 10, include: list[str] | None = None,
@@ -78,6 +86,7 @@ class Engine:
         for name, ids in (("include", include), ("exclude", exclude)):
             check_ids(ids, name)
         specs = stage_specs(pipeline, "pipeline", self.threads)
+        refuse_feedback(specs[1:], "after the first stage (it would ignore include and exclude)")
         start = time.perf_counter()
         with self.lock:
             index = self._fresh()
@@ -110,6 +119,7 @@ class Engine:
                                  f" {unknown[0]!r})")
             given = Run({"q": [(d, float(-i)) for i, d in enumerate(dict.fromkeys(candidates))]})
             specs = stage_specs(pipeline, "pipeline", self.threads)
+            refuse_feedback(specs, "in a rerank (it would rank documents beyond the candidates)")
             ranking = self._built(specs)(Queries({"q": query}), given).get("q", [])[:k]
             results = [self._hit(index, rank, d, s, query) for rank, (d, s) in enumerate(ranking, 1)]
         return {"query": query, "pipeline": pipeline, "results": results,
@@ -263,6 +273,14 @@ def highlight(text: str, query: str, analyzer: Any) -> tuple[str, list[list[int]
     end = min(len(text), start + SNIPPET_CHARS)
     marks = [[a - start, b - start] for a, b in hits if a >= start and b <= end]
     return text[start:end], marks
+
+
+def refuse_feedback(specs: list[StageSpec], where: str) -> None:
+    """RM3 given a run takes it as feedback and searches the whole index again, so it can only be a
+    first stage here."""
+    if any(spec.params.get("rm3") for spec in specs):
+        raise InputError(f"rm3 searches the whole index again, so it cannot be used {where}; make it"
+                         " the first stage")
 
 
 def offered_pipelines(index: Any) -> list[dict[str, Any]]:
