@@ -57,7 +57,7 @@ def rank(hits: Iterable[tuple[str, float]]) -> Ranking:
     except (TypeError, ValueError):
         raise InputError("expected hits as (doc id, score) pairs") from None
     _check_hits(pairs)
-    ranked = sorted(((d, float(s)) for d, s in pairs), key=lambda h: (-h[1], h[0]))
+    ranked = sorted(((str(d), float(s)) for d, s in pairs), key=lambda h: (-h[1], h[0]))  # np.str_ too
     if len({d for d, _ in ranked}) != len(ranked):
         raise InputError("a ranking names a document twice; expected each doc id once per query")
     if not all(math.isfinite(s) for _, s in ranked):
@@ -70,7 +70,7 @@ def _check_hits(pairs: list[tuple[object, object]]) -> None:
     or whose score is not a number; checked in bulk, as every reranker's output passes here."""
     from retrieval.formats.textfile import is_word  # (formats import this module)
 
-    ids_ok = all(type(d) is str and d for d, _ in pairs) and is_word("".join(d for d, _ in pairs) or "x")
+    ids_ok = all(isinstance(d, str) and d for d, _ in pairs) and is_word("".join(d for d, _ in pairs) or "x")
     scores_ok = all(type(s) is float or type(s) is int or (isinstance(s, numbers.Real)
                                                           and not isinstance(s, bool)) for _, s in pairs)
     if ids_ok and scores_ok:
