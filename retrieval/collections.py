@@ -194,22 +194,23 @@ def checked_ids(documents: Iterable[Document], source: Path, located: bool = Fal
     for n, doc in enumerate(documents, 1):
         try:
             check_id(doc.id, f"document {n}: id", source)
-        except InputError as e:
-            raise _at_document(e, doc.id, source) if located else e from None
+        except InputError:
+            if located:
+                _check_id_at_its_file(doc.id, source)
+            raise
         if doc.id in seen:
             raise _duplicate(doc.id, n, source, located)
         seen.add(doc.id)
         yield doc
 
 
-def _at_document(error: InputError, doc_id: str, source: Path) -> InputError:
-    """`error` about a document of the collection at `source`, named at the document's own file
-    (and line) when a directory was read."""
+def _check_id_at_its_file(doc_id: str, source: Path) -> None:
+    """check_id again, reporting at the document's own file (and line) when `source` is a directory
+    (found by a second pass over it, as for a duplicate)."""
     from retrieval.formats import document_places
 
-    where = document_places(source, doc_id)[:1] if Path(source).is_dir() else []
-    message = error.message.split(": ", 1)[-1]  # drop "document N:", the file names it
-    return InputError(message, *where[0]) if where else error
+    for file, line in document_places(source, doc_id)[:1] if Path(source).is_dir() else []:
+        check_id(doc_id, "id", file, line)
 
 
 def _duplicate(doc_id: str, n: int, source: Path, located: bool) -> InputError:

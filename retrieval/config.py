@@ -207,12 +207,13 @@ class Config:
     def blame(self, key: str) -> Iterator[None]:
         """Report an InputError raised inside at the config line of `key` (e.g. a topics file
         that does not exist), so the user knows which setting to fix."""
+        path, line = self.lines.get(key, (str(self.path), None))
         try:
             yield
         except InputError as e:
-            if e.path == self.lines.get(key, ("",))[0]:
+            if e.path == path:  # already at the config's line
                 raise
-            raise InputError(f"{key}: {e}", *self.lines.get(key, (str(self.path), None))) from None
+            raise InputError(f"{key}: {e}", path, line) from None
 
 
 def _get(m: Located, key: str, kind: type | tuple[type, ...], default: Any = None,
@@ -281,9 +282,7 @@ def build_pipeline(stages: list[StageSpec], index: AnyIndex, precision: str | No
             given = ({"precision": precision} if "precision" in RANKERS[spec.model].params else {})
             built.append(build(spec.model, index, **(given | spec.params)))
         except InputError as e:
-            if e.path is not None:
-                raise
-            raise InputError(e.message, *spec.where) from None
+            raise e.at(*spec.where) from None
         if spec.cutoff:
             built.append(Cut(spec.cutoff))
     return Pipeline(*built)
@@ -325,10 +324,10 @@ def _pipelines(m: Located, threads: int) -> dict[str, list[StageSpec]]:
         if not items:
             raise raw.fail(f"pipeline {name!r} has no stages", name)
         out[name] = [_stage(v, raw, name, threads) for v in items]
-        if RANKERS[out[name][0].model].needs_run:
-            raise raw.fail(f"pipeline {name!r} starts with {out[name][0].model}, a reranker; put a first"
-                           f" stage before it (e.g. [{{model: bm25, cutoff: 100}}, {out[name][0].model}])",
-                           name)
+        first = out[name][0].model
+        if RANKERS[first].needs_run:
+            raise raw.fail(f"pipeline {name!r} starts with {first}, a reranker; put a first stage before"
+                           f" it (e.g. [{{model: bm25, cutoff: 100}}, {first}])", name)
     return out
 
 

@@ -18,6 +18,10 @@ class InputError(Exception):
         self.line = line
         super().__init__(str(self))
 
+    def at(self, path: str | Path, line: int | None = None) -> InputError:
+        """This error if it already names a file; else the same message placed at path:line."""
+        return self if self.path is not None else InputError(self.message, path, line)
+
     def __str__(self) -> str:
         where = ""
         if self.path is not None:

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> None:
         try:
             results[path] = evaluate(run, qrels, names, args.only_answered)
         except InputError as e:  # e.g. a run that answers no judged query: name the run
-            raise InputError(e.message, path) if e.path is None else e from None
+            raise e.at(path) from None
     needed = len(paths) > 1 or args.per_query  # per-query values serve comparisons and --per-query only
     values = {path: per_query(run, qrels, names, args.only_answered) for path, run in runs.items() if needed}
     comparisons = compare(values, baseline, names) if len(paths) > 1 else {}

@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> None:
                                     shards=args.shards, workers=args.threads, force=args.force,
                                     dense=dense, late=late)
     except InputError as e:  # e.g. no documents: say which collection
-        raise InputError(e.message, args.collection) if e.path is None else e from None
+        raise e.at(args.collection) from None
     if args.shards is not None:
         _report(manifest["stats"], args.index, f" in {args.shards} shards")
     else:
