@@ -24,7 +24,7 @@ from retrieval.formats.html import read_html_tarball
 from retrieval.formats.jsonl import read_beir_queries, read_jsonl_documents
 from retrieval.formats.smart import read_cranfield_qrels, read_smart_documents, read_smart_queries
 from retrieval.formats.textfile import check_id, decode
-from retrieval.formats.trec import check_topic_field, read_trec_documents, read_trec_topics
+from retrieval.formats.trec import check_topic_field, only_text, read_trec_documents, read_trec_topics
 from retrieval.types import Document, Qrels, Queries
 
 DATA_ENV = "RETRIEVAL_DATA"
@@ -233,6 +233,7 @@ def load_topics(spec: str | Path, field: str = "title") -> Queries:
     collection = named(spec, files_only=True)
     if collection is None:
         return read_topics(spec, field)
+    only_text(field, f"the topics of the collection {collection.name!r}", str(spec))
     return _split(collection, str(spec), collection.topics)(_root(collection))
 
 

@@ -74,6 +74,8 @@ class Pipeline(Stage):
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
         for stage in self.stages:
             run = stage(queries, run)
+            if not isinstance(run, Run):
+                raise InputError(f"pipeline stage {_name(stage)} returned {type(run).__name__}, not a Run")
         return run
 
     def __repr__(self) -> str:
@@ -86,4 +88,4 @@ def pipe(stage: Stage | Callable) -> Pipeline:
 
 
 def _name(stage: Stage | Callable) -> str:
-    return str(getattr(stage, "name", type(stage).__name__))
+    return str(getattr(stage, "name", getattr(stage, "__name__", type(stage).__name__)))

@@ -239,6 +239,15 @@ def test_second_audit_hostile_input_gets_one_line_and_exit_2(tiny_docs, tmp_path
         (["search", "--index", str(idx), "--topics", str(tmp_path / "t.tsv"), "--output",
           str(tmp_path / "dangling")], "whose directory does not exist"),
         (["info", "--index", str(tmp_path / "t.tsv")], "is a file, not an index directory"),
+        # a flag that cannot apply is refused, not silently ignored
+        (["search", "--index", str(idx), "--topics", str(tmp_path / "t.tsv"), "--topic-field", "desc"],
+         "t.tsv: topic field 'desc' applies only to TREC <top> topics, which have fields; qid<TAB>text"),
+        (["search", "--index", str(idx), "--topics", "cacm", "--topic-field", "desc"],
+         "cacm: topic field 'desc' applies only to TREC <top> topics"),
+        (["search", "--index", str(idx), "--topics", str(tmp_path / "t.tsv"), "--allow-partial"],
+         "--allow-partial applies only to a sharded index"),
+        (["search", "--index", str(idx), "--topics", str(tmp_path / "t.tsv"), "--shard-retries", "3"],
+         "--shard-retries applies only with --ray"),
     ]
     for argv, message in cases:
         code = main(argv)

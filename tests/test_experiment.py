@@ -69,6 +69,18 @@ def test_pipeline_rejects_bad_cutoffs():
         Cut(5)(Queries(q="x"))
 
 
+def test_a_stage_that_returns_no_run_is_named():
+    """A plain function is a stage; one that returns something else fails at that stage, by name."""
+    def rankings(queries, run=None):
+        return {q: [] for q in queries}
+
+    first = Fixed(Run({"q": [("d1", 1.0)]}))
+    with pytest.raises(InputError, match="pipeline stage rankings returned dict, not a Run"):
+        (pipe(first) >> rankings >> Reverse())(Queries(q="x"))
+    with pytest.raises(InputError, match="returned NoneType"):
+        pipe(lambda queries, run=None: None)(Queries(q="x"))
+
+
 def test_cascade_matches_rescoring_the_cut_first_stage(cacm_index):
     from retrieval.collections import load_topics
 

@@ -37,6 +37,12 @@ def test_trec_topics_both_forms(tmp_path):
     assert read_topics(top, "title+desc") == {"301": "Foreign minorities Which minorities?"}
     doc = write(tmp_path, "t2", "<DOC>\n<DOCNO> 1 </DOCNO>\n What about TSS?\n</DOC>\n")
     assert read_topics(doc) == {"1": "What about TSS?"}
+    tsv = write(tmp_path, "t.tsv", "1\tTSS\n")
+    beir = write(tmp_path, "q.jsonl", '{"_id": "1", "text": "TSS"}\n')
+    for one_text in (doc, tsv, beir):
+        assert len(read_topics(one_text, "title")) == 1  # the default means "the query"
+        with pytest.raises(InputError, match="topic field 'desc' applies only to TREC <top> topics"):
+            read_topics(one_text, "desc")  # not silently the whole text
 
 
 def test_topics_errors(tmp_path):
@@ -190,6 +196,9 @@ def test_run_round_trip_is_lossless_and_deterministic(tmp_path):
     assert (tmp_path / "r.txt").read_text() == format_run(run, "t")
     write_run(read_run(tmp_path / "r.txt"), tmp_path / "r2.txt", "t")
     assert (tmp_path / "r.txt").read_bytes() == (tmp_path / "r2.txt").read_bytes()
+    with pytest.raises(InputError, match="run tag must be a string, got int 5"):
+        write_run(run, tmp_path / "r3.txt", 5)
+    assert not (tmp_path / "r3.txt").exists()
 
 
 def test_run_errors(tmp_path):

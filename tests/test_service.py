@@ -162,7 +162,11 @@ def test_writes_need_the_token_when_one_is_set(cacm_copy):
     with serving(cacm_copy, token="s3cret") as port:
         assert call(port, "POST", "/api/documents", doc)[0] == 401
         assert call(port, "POST", "/api/documents", doc, {"Authorization": "Bearer wrong"})[0] == 401
+        assert call(port, "POST", "/api/documents", doc, {"Authorization": "Basic s3cret"})[0] == 401
+        assert call(port, "POST", "/api/documents", doc, {"Authorization": "s3cret"})[0] == 401
         assert call(port, "POST", "/api/documents", doc, {"Authorization": "Bearer s3cret"})[0] == 200
+        doc["documents"][0]["id"] = "T2"  # the scheme is case-insensitive (RFC 9110)
+        assert call(port, "POST", "/api/documents", doc, {"Authorization": "bearer s3cret"})[0] == 200
         assert call(port, "POST", "/api/search", {"query": "token test"})[0] == 200  # reads are open
     assert loopback("127.0.0.1") and loopback("::1") and loopback("localhost")
     assert not loopback("0.0.0.0") and not loopback("192.168.1.5")

@@ -28,6 +28,7 @@ from retrieval.rankers import RANKERS
 from retrieval.sparse.models import SPARSE_MODELS
 
 EXCLUDED = {"checkpoint"}  # late's model is `retrieval rerank --model`
+SHARD_RETRIES = 2  # restarts of a shard's Ray actor before the shard counts as unavailable
 
 
 def ranker_flags(p: argparse.ArgumentParser) -> list[str]:
@@ -80,9 +81,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-partial", action="store_true",
                    help="sharded index: if a shard stays unavailable, write the run from the other "
                    "shards (with a warning naming the missing ones) instead of failing")
-    p.add_argument("--shard-retries", type=number(int, 0), default=2,
+    p.add_argument("--shard-retries", type=number(int, 0), default=None,
                    help="sharded index on Ray: restarts of a shard's actor before the shard counts as "
-                   "unavailable (default 2)")
+                   f"unavailable (default {SHARD_RETRIES})")
     p.set_defaults(handler=run)
 
 
@@ -113,6 +114,11 @@ def run(args: argparse.Namespace) -> None:
                          " index)", args.index)
     if args.ray and index.kind != "sharded":
         raise InputError("--ray searches a sharded index (build one with --shards N)", args.index)
+    if args.allow_partial and index.kind != "sharded":
+        raise InputError("--allow-partial applies only to a sharded index (build one with --shards N)",
+                         args.index)
+    if args.shard_retries is not None and not args.ray:
+        raise InputError("--shard-retries applies only with --ray (in-process shards are not restarted)")
     rescores_on_shards = index.kind == "sharded" and args.model in SHARD_RESCORING and not params.get("rm3")
     if args.candidates and index.kind != "native" and not entry.needs_run and not rescores_on_shards:
         hint = f" ({', '.join(SHARD_RESCORING)} rescore there)" if index.kind == "sharded" else ""
@@ -141,7 +147,7 @@ def run(args: argparse.Namespace) -> None:
 SHARD_RESCORING = tuple(SPARSE_MODELS)  # sparse models rescore a run on a sharded index
 
 
-def _shard_backend(index: Any, ray: str | None, allow_partial: bool, retries: int) -> Any:
+def _shard_backend(index: Any, ray: str | None, allow_partial: bool, retries: int | None) -> Any:
     """In-process shards, or Ray actors (`ray`: "local" or a cluster address)."""
     from retrieval.shards.local import LocalBackend
 
@@ -151,6 +157,7 @@ def _shard_backend(index: Any, ray: str | None, allow_partial: bool, retries: in
         from retrieval.shards.ray_backend import RayBackend
     except ImportError:
         raise InputError("--ray needs the ray package: pip install 'retrieval[shards]'") from None
+    retries = SHARD_RETRIES if retries is None else retries
     return RayBackend(index, ray, allow_partial=allow_partial, retries=retries)
 
 

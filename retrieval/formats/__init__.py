@@ -24,6 +24,7 @@ from retrieval.formats.jsonl import (
 from retrieval.formats.smart import read_smart_documents, read_smart_queries, smart_places
 from retrieval.formats.textfile import head_text
 from retrieval.formats.trec import (
+    only_text,
     read_qrels,
     read_run,
     read_trec_documents,
@@ -110,12 +111,15 @@ def read_topics(path: str | Path, field: str = "title") -> Queries:
     path = Path(path)
     head = _head(path)
     if path.name.lower().endswith((".jsonl", ".jsonl.gz")) or head.startswith("{"):
+        only_text(field, "BEIR queries", path)
         return read_beir_queries(path)
     if head.startswith("<"):
         return read_trec_topics(path, field)
     if head.startswith(".I"):
+        only_text(field, "SMART .I/.W queries", path)
         return read_smart_queries(path, renumber=False)
     if "\t" in head.split("\n", 1)[0]:
+        only_text(field, "qid<TAB>text topics", path)
         return read_tsv_topics(path)
     raise InputError("unknown topic format; expected TREC <top> or <DOC> topics, BEIR "
                      "queries.jsonl, a qid<TAB>text file or SMART .I/.W", path)

@@ -111,12 +111,21 @@ def read_trec_topics(path: str | Path, field: str = "title") -> Queries:
             query = " ".join(fields.get(f, "") for f in field.split("+")).strip()
             _add_query(queries, fields["num"], query, path, line)
     elif re.search(r"<DOC>", text, re.I):
+        only_text(field, "<DOC> topics", path)
         for doc in read_trec_documents(path):
             _add_query(queries, doc.id, doc.text, path, None)
     else:
         raise InputError("unknown topic format; expected TREC <top> or <DOC> topics, "
                          "BEIR queries.jsonl, a qid<TAB>text file or SMART .I/.W", path)
     return queries
+
+
+def only_text(field: str, form: str, where: str | Path) -> None:
+    """Refuse a topic field other than the default for topics that have one text each (only TREC <top>
+    topics have fields), rather than ignore it."""
+    if field != "title":
+        raise InputError(f"topic field {field!r} applies only to TREC <top> topics, which have"
+                         f" fields; {form} have one text each", where)
 
 
 def _add_query(queries: Queries, qid: str, text: str, path: Path, line: int | None) -> None:
@@ -210,6 +219,8 @@ def _check_ranking(qid: str, ranking: list[tuple[str, float]]) -> None:
 
 def check_tag(tag: str) -> str:
     """A run tag: the last column of every line, so one non-empty word."""
+    if not isinstance(tag, str):
+        raise InputError(f"run tag must be a string, got {type(tag).__name__} {tag!r}")
     if not tag or any(c.isspace() for c in tag):
         raise InputError(f"run tag {tag!r} must be a non-empty word without spaces")
     return tag

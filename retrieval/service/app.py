@@ -105,8 +105,9 @@ def create_app(engine: Engine, token: str | None = None, max_body: int = MAX_BOD
     def authorised(request: Request) -> None:
         if token is None:
             return
-        given = request.headers.get("authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        # the scheme is case-insensitive (RFC 9110 11.1); the token is compared in constant time
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
             raise RequestError(401, "writes need the header 'Authorization: Bearer <token>'")
 
     @app.get("/", response_class=HTMLResponse)

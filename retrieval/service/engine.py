@@ -29,6 +29,7 @@ MAX_HITS = 1000
 MAX_QUERY_CHARS = 2000
 MAX_IDS = 10_000        # filter lists, candidates, ids to delete
 MAX_DOCUMENTS = 1000    # documents per add
+DOCUMENT_FIELDS = {"id", "title", "text"}
 SNIPPET_CHARS = 320
 MAX_PIPELINES = 16      # built pipelines kept, least recently used dropped first
 
@@ -225,6 +226,10 @@ def parse_documents(rows: Any) -> list[Document]:
         if not (isinstance(row, dict) and isinstance(row.get("id"), str) and row["id"].strip()
                 and isinstance(row.get("text"), str) and isinstance(row.get("title", ""), str)):
             raise InputError(f"documents[{i}] must be {{id: non-empty string, title: string, text: string}}")
+        unknown = sorted(set(row) - DOCUMENT_FIELDS)
+        if unknown:
+            raise InputError(f"documents[{i}] has unknown field(s) {unknown}; expected"
+                             f" {sorted(DOCUMENT_FIELDS)}")
         check_id(row["id"], f"documents[{i}].id")  # the rule of collection files (UTF-8 included)
         for key in ("title", "text"):
             check_utf8(row.get(key, ""), f"documents[{i}].{key}")

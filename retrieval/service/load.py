@@ -28,6 +28,7 @@ MALFORMED = [  # (method, path, body): each must get a 4xx
     ("POST", "/api/rerank", b'{"query": "x", "candidates": ["no-such-doc"], "pipeline": "qld"}'),
     ("POST", "/api/documents", b'{"documents": [{"id": "has space", "text": "x"}]}'),
     ("POST", "/api/documents", b'{"documents": [{"id": "control\\u0001char", "text": "x"}]}'),
+    ("POST", "/api/documents", b'{"documents": [{"id": "u1", "text": "x", "body": "y"}]}'),
     ("POST", "/api/documents/delete", b'{"ids": ["no-such-doc"]}'),
     ("GET", "/api/nothing-here", b""),
     ("GET", "/api/search", b""),
