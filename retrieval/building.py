@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from retrieval import storage
 from retrieval.analysis import Analyzer
 from retrieval.errors import InputError
 from retrieval.types import Document
@@ -64,8 +65,11 @@ def replace_parts(path: Path, dense: Any = None, late: Any = None) -> dict[str, 
 
     kind = index_kind(path)
     if kind != "native":
-        raise InputError(f"this is a {kind} index; dense and late parts are added to a native index"
-                         " (or built with it: --collection ... --dense/--late)", path)
+        live = kind == "sharded" and storage.read_manifest(path).get("live")
+        what = ("documents were added to or deleted from this index (`retrieval add`/`delete`)" if live
+                else f"this is a {kind} index")
+        raise InputError(f"{what}; a dense or late part is added only to a single index never updated:"
+                         " build one with it (--collection ... --dense/--late)", path)
     with linked_index(path) as copy:
         return add_parts(copy, dense, late)
 

@@ -288,6 +288,17 @@ def build_pipeline(stages: list[StageSpec], index: AnyIndex, precision: str | No
     return Pipeline(*built)
 
 
+def refuse_feedback(specs: list[StageSpec], where: str, placed: bool = False) -> None:
+    """RM3 given a run takes it as feedback and searches the whole index again, past the run's
+    documents and any filter, so it can only be a first stage: refuse it among `specs` (`placed`: the
+    error names the stage's config line)."""
+    for spec in specs:
+        if spec.params.get("rm3"):
+            error = InputError(f"rm3 searches the whole index again, so it cannot be used {where}; make it"
+                               " the first stage")
+            raise error.at(*spec.where) if placed else error
+
+
 def stage_specs(raw: Any, source: str = "<request>", threads: int = 1) -> list[StageSpec]:
     """A pipeline given as plain data (a ranker name, or a list of names and mappings with
     'model', 'cutoff' and parameters, as in a config's `pipelines`), checked as a config is."""
@@ -328,6 +339,8 @@ def _pipelines(m: Located, threads: int) -> dict[str, list[StageSpec]]:
         if RANKERS[first].needs_run:
             raise raw.fail(f"pipeline {name!r} starts with {first}, a reranker; put a first stage before"
                            f" it (e.g. [{{model: bm25, cutoff: 100}}, {first}])", name)
+        refuse_feedback(out[name][1:], "after the first stage (it would not rescore the run it is given)",
+                        placed=True)
     return out
 
 
@@ -352,8 +365,11 @@ def _sweep(name: Any, m: Any, parent: Located, cfg: Config) -> SweepSpec:
         for v in values:
             _check_param(stages[stage].model, str(param), v, grid.where(param))
     for point in itertools.product(*grid.values()):  # checks between parameters (fb_docs needs rm3)
+        params = stages[stage].params | dict(zip(grid, point))
         try:
-            RANKERS[stages[stage].model].resolve(stages[stage].params | dict(zip(grid, point)))
+            RANKERS[stages[stage].model].resolve(params)
+            if stage:
+                refuse_feedback([StageSpec(stages[stage].model, params)], "after the first stage")
         except InputError as e:
             raise grid.fail(e.message) from None
     measure = _get(m, "measure", str, cfg.measures[0])

@@ -142,6 +142,10 @@ class Index:
         """A document's indexed text (title and body); InputError for an unknown id."""
         return self.docstore.get(doc_id).contents
 
+    def passage(self, doc_id: str) -> str:
+        """A document's body without its title: what the question-answering reader reads."""
+        return self.docstore.get(doc_id).text
+
     def describe(self) -> dict[str, Any]:
         """What `retrieval info` prints."""
         m = self.manifest

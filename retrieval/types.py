@@ -99,7 +99,7 @@ class Columns(NamedTuple):
 
 
 class Run(Mapping[str, Ranking]):
-    """Per query, a ranked list of (doc id, score); immutable once built."""
+    """Per query, a ranked list of (doc id, score); immutable once built (`run[q]` is a copy)."""
 
     def __init__(self, rankings: Mapping[str, Iterable[tuple[str, float]] | Columns] | None = None,
                  *, presorted: bool = False):
@@ -118,7 +118,7 @@ class Run(Mapping[str, Ranking]):
         ranking = self._rankings[qid]
         if isinstance(ranking, Columns):
             ranking = self._rankings[qid] = ranking.hits()
-        return ranking
+        return list(ranking)  # a copy: changing it cannot change the Run
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._rankings)

@@ -64,6 +64,10 @@ def test_eval_compares_runs_with_the_baseline_by_paired_tests(tmp_path, capsys):
     compared = as_json["comparisons"][str(good)]["MAP"]
     assert compared["queries"] == 12 and compared["p"]["t"] == pytest.approx(p_t)
     assert compared["p_holm"]["wilcoxon"] == pytest.approx(p_w)  # one run compared: Holm changes nothing
+    assert main(["eval", "--qrels", str(qrels), str(poor), "--measures", "MAP", "--json", "--per-query"]) == 0
+    as_json = json.loads(capsys.readouterr().out)  # --per-query is not dropped by --json
+    assert as_json["runs"] == {str(poor): {"MAP": pytest.approx(sum(ap_poor) / 12)}}
+    assert [v["MAP"] for v in as_json["per_query"][str(poor)].values()] == pytest.approx(ap_poor)
     assert main(["eval", "--qrels", str(qrels), str(poor), str(good), "--baseline", str(good / "r")]) == 2
     assert "--baseline must be one of the run files given" in capsys.readouterr().err
     # run files may follow options, as anywhere else on a command line; a stray option may not
@@ -126,7 +130,7 @@ def test_lucene_backend_through_the_cli(tiny_docs, tmp_path):
     assert code == 2 and "qljm does not run on a lucene index" in err
     before = (idx / "manifest.json").read_bytes()
     code, _, err = run_cli("index", "--index", idx, "--dense")  # a part no search could use
-    assert code == 2 and "this is a lucene index; dense and late parts are added to a native" in err
+    assert code == 2 and "this is a lucene index; a dense or late part is added only to a single index" in err
     assert (idx / "manifest.json").read_bytes() == before
 
 
@@ -217,6 +221,11 @@ def test_second_audit_hostile_input_gets_one_line_and_exit_2(tiny_docs, tmp_path
     (tmp_path / "bad.run").write_text("1 Q0 nope 1 1.0 t\n")
     (tmp_path / "t.tsv").write_text("1\tcats\n")
     (tmp_path / "dangling").symlink_to(tmp_path / "no" / "such" / "dir" / "run.txt")
+    live = tmp_path / "live"
+    (tmp_path / "more.jsonl").write_text('{"_id": "d9", "text": "more cats"}\n')
+    assert main(["index", "--collection", str(tiny_docs), "--index", str(live)]) == 0
+    assert main(["add", "--index", str(live), str(tmp_path / "more.jsonl")]) == 0
+    capsys.readouterr()
     cases = [
         (["index", "--collection", str(src / "docs.jsonl"), "--index", str(src), "--force"],
          f"{src}: holds {src / 'docs.jsonl'}, which this command reads"),
@@ -244,6 +253,20 @@ def test_second_audit_hostile_input_gets_one_line_and_exit_2(tiny_docs, tmp_path
          "t.tsv: topic field 'desc' applies only to TREC <top> topics, which have fields; qid<TAB>text"),
         (["search", "--index", str(idx), "--topics", "cacm", "--topic-field", "desc"],
          "cacm: topic field 'desc' applies only to TREC <top> topics"),
+        (["search", "--index", str(idx), "--topics", str(tmp_path / "t.tsv"), "--rm3", "--candidates",
+          str(tmp_path / "bad.run")], "--rm3 searches the whole index again, so it cannot rescore"),
+        (["index", "--collection", str(tiny_docs), "--index", str(tmp_path / "x"), "--dense-index", "hnsw"],
+         "--dense-index applies only with --dense"),
+        (["index", "--collection", str(tiny_docs), "--index", str(tmp_path / "x"), "--encoder", "/no/such"],
+         "--encoder applies only with --dense"),
+        (["index", "--collection", str(tiny_docs), "--index", str(tmp_path / "x"), "--dense",
+          "--late-compression", "int8"], "--late-compression applies only with --late"),
+        (["index", "--collection", str(tiny_docs), "--index", str(tmp_path / "x"), "--precision", "int8"],
+         "--precision applies only with --dense or --late"),
+        (["index", "--index", str(live), "--dense"],
+         "documents were added to or deleted from this index (`retrieval add`/`delete`); a dense or"),
+        (["search", "--index", str(live), "--topics", str(tmp_path / "t.tsv"), "--model", "dense"],
+         "this index has no dense part; build it with one"),
         (["search", "--index", str(idx), "--topics", str(tmp_path / "t.tsv"), "--allow-partial"],
          "--allow-partial applies only to a sharded index"),
         (["search", "--index", str(idx), "--topics", str(tmp_path / "t.tsv"), "--shard-retries", "3"],
@@ -254,7 +277,7 @@ def test_second_audit_hostile_input_gets_one_line_and_exit_2(tiny_docs, tmp_path
         err = capsys.readouterr().err.strip()
         assert code == 2 and message in err and err.count("\n") == 0, (argv, err)
     assert (src / "docs.jsonl").read_bytes() == tiny_docs.read_bytes()
-    assert Index.open(idx).num_docs == 5 and not (tmp_path / "no").exists()
+    assert Index.open(idx).num_docs == 5 and not (tmp_path / "no").exists() and not (tmp_path / "x").exists()
 
 
 def test_a_collection_file_name_that_is_not_utf8_is_indexed(tiny_docs, tmp_path):

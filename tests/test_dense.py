@@ -155,6 +155,9 @@ def test_add_dense_to_a_built_index(tmp_path, tiny_docs, default):
     assert index.parts["dense"]["params"]["m"] == 8
     run = DenseRetriever(index, model=default, hits=5)(Queries({"q": "dogs in a garden"}))
     assert run["q"][0][0] == "d2" and len(run["q"]) == 5
+    assert DenseRetriever(index, model=default, ef_search=4).faiss.hnsw.efSearch == 4
+    with pytest.raises(InputError, match="nprobe applies only to an ivfpq dense part; this index's is hnsw"):
+        DenseRetriever(index, model=default, nprobe=3)  # not silently ignored
 
 
 def test_hnsw_and_ivfpq_approximate_flat():

@@ -172,6 +172,10 @@ pipelines:
     (GOOD + "sweeps:\n  s:\n    pipeline: bm25\n    grid: {fb_docs: [5, 10]}\n", 10,
      "fb_docs applies only with rm3"),
     (GOOD.replace("qld: qld", "late: late"), 6, "starts with late, a reranker"),
+    (GOOD.replace("qld: qld", "prf: [{model: bm25, cutoff: 5},\n        {model: bm25, rm3: true}]"), 7,
+     "rm3 searches the whole index again, so it cannot be used after the first stage"),
+    (GOOD.replace("qld: qld", "two: [bm25, qld]") + "sweeps:\n  s:\n    pipeline: two\n    stage: 1\n"
+     "    grid: {rm3: [false, true]}\n", 11, "rm3 searches the whole index again"),
     (GOOD.replace("qld: qld", "h: {model: hybrid, fusion: rrf, weight: 0.3}"), 6,
      "weight applies only with fusion interpolate"),
     ("collection: cacm\nqa:\n", 2, "'qa' must be a mapping"),

@@ -191,6 +191,8 @@ def test_html_text_extraction():
 def test_run_round_trip_is_lossless_and_deterministic(tmp_path):
     run = Run({"q1": [("b", 1.5), ("a", 1.5), ("c", 0.1 + 0.2)], "q2": [("z", -3.25)]})
     assert run["q1"] == [("a", 1.5), ("b", 1.5), ("c", 0.30000000000000004)]
+    run["q1"].append(("x", 9.0))  # a copy: the Run stays as built
+    assert len(run["q1"]) == 3
     write_run(run, tmp_path / "r.txt", "t")
     assert read_run(tmp_path / "r.txt") == run
     assert (tmp_path / "r.txt").read_text() == format_run(run, "t")

@@ -249,6 +249,12 @@ def test_ask_over_http_and_on_the_page(tmp_path):
         _, info = call(port, "GET", "/api/info")
         offered = [p["pipeline"] for p in info["pipelines"]]
         assert "dense" in offered and "hybrid" in offered
+        romeo = {"id": "p4", "title": "Romeo", "text": "Romeo and Juliet is a play by William Shakespeare."}
+        assert call(port, "POST", "/api/documents", {"documents": [romeo]})[0] == 200  # now a live index
+        status, reply = call(port, "POST", "/api/ask", {"question": "Who wrote Romeo and Juliet?"})
+        assert status == 200 and "Shakespeare" in reply["answers"][0]["answer"]  # updates keep ask working
+        evidence = {e["passage_id"]: e["passage"] for e in reply["answers"][0]["evidence"]}
+        assert evidence.get("p4") == romeo["text"]
         if _chromium() is None:
             return
         url = f"http://127.0.0.1:{port}/?q=Who+wrote+Hamlet%3F&p=0&mode=ask"

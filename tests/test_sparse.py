@@ -3,6 +3,7 @@ import math
 import numpy as np
 import pytest
 
+from retrieval.errors import InputError
 from retrieval.formats import read_documents
 from retrieval.index import Index, build_index
 from retrieval.sparse import models
@@ -55,6 +56,10 @@ def test_ql_rescoring_equals_ql_restricted(tiny):
         assert {d for d, _ in rescored} == {d for d, _ in first["q"]}
         assert all(s == alone[d] for d, s in rescored)
         assert [s for _, s in rescored] == sorted((s for _, s in rescored), reverse=True)
+    with pytest.raises(InputError, match="lam applies only with smoothing jelinek-mercer"):
+        QueryLikelihood(tiny, lam=5)  # not silently the default Dirichlet run
+    with pytest.raises(InputError, match="mu applies only with smoothing dirichlet"):
+        QueryLikelihood(tiny, "jm", mu=50)
 
 
 def test_stopword_query_gets_empty_ranking_with_warning(tiny, capsys):

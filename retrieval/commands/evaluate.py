@@ -33,7 +33,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="print JSON: {measure: value} for one run; for several, {\"baseline\": run,"
                    " \"runs\": {run: {measure: value}}, \"comparisons\": {run: {measure: {queries,"
-                   " mean_difference, p, p_holm}}}} (p: raw and Holm-adjusted t / wilcoxon)")
+                   " mean_difference, p, p_holm}}}} (p: raw and Holm-adjusted t / wilcoxon); with"
+                   " --per-query, always the second form plus \"per_query\": {run: {query: {measure:"
+                   " value}}}")
     p.set_defaults(handler=run, files_dest="runs")  # run files may also follow options (cli._parse)
 
 
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> None:
     values = {path: per_query(run, qrels, names, args.only_answered) for path, run in runs.items() if needed}
     comparisons = compare(values, baseline, names) if len(paths) > 1 else {}
     if args.json:
-        print(json.dumps(_json(results, comparisons, baseline)))
+        print(json.dumps(_json(results, comparisons, baseline, values if args.per_query else None)))
         return
     print(_table(results, names, comparisons, baseline, args.alpha))
     if args.per_query:
@@ -74,15 +76,19 @@ def run(args: argparse.Namespace) -> None:
                 print(f"{qid:<10}  " + "  ".join(f"{row[n]:>9.4f}" for n in names))
 
 
-def _json(results: dict[str, dict[str, float]], comparisons: dict, baseline: str) -> dict:
-    """One run: its {measure: value}; several: the baseline, every run's means and the comparisons."""
-    if not comparisons:
+def _json(results: dict[str, dict[str, float]], comparisons: dict, baseline: str,
+          by_query: dict[str, dict[str, dict[str, float]]] | None = None) -> dict:
+    """One run: its {measure: value}; several: the baseline, every run's means and the comparisons;
+    with `by_query` (--per-query), always the second form plus {"per_query": {run: {query: {measure:
+    value}}}}."""
+    if not comparisons and by_query is None:
         return next(iter(results.values()))
     compared: dict[str, dict] = {}
     for (path, measure), c in comparisons.items():
         compared.setdefault(path, {})[measure] = {"queries": c.queries, "mean_difference": c.mean_difference,
                                                   "p": c.p, "p_holm": c.p_holm}
-    return {"baseline": baseline, "runs": results, "comparisons": compared}
+    out = {"baseline": baseline, "runs": results, "comparisons": compared}
+    return out if by_query is None else out | {"per_query": by_query}
 
 
 def _table(results: dict[str, dict[str, float]], names: list[str], comparisons: dict, baseline: str,

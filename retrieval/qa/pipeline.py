@@ -57,24 +57,31 @@ def first_stage(index: Any, *, bm25_weight: float = 0.0, query_model: str | Path
     stage is WeightedSum(dense, BM25) over the union of both top `depth` lists
     (BM25 with its default parameters).
     """
-    from retrieval.dense import DenseRetriever
-    from retrieval.index import native_index
+    from retrieval.index_kinds import open_index
+    from retrieval.rankers import build
 
     params.check(bm25_weight=bm25_weight, depth=depth, threads=threads)
-    index = native_index(index)
-    query_encoder = None
-    if query_model is not None:
-        from retrieval.qa.realm import QueryEncoder
+    index = open_index(index)
+    if index.kind == "native":  # the one kind a trained query encoder can search
+        from retrieval.dense import DenseRetriever
 
-        query_encoder = QueryEncoder(query_model)
-    dense = DenseRetriever(index, hits=depth, precision=precision, threads=threads,
-                           query_encoder=query_encoder)
+        query_encoder = None
+        if query_model is not None:
+            from retrieval.qa.realm import QueryEncoder
+
+            query_encoder = QueryEncoder(query_model)
+        dense = DenseRetriever(index, hits=depth, precision=precision, threads=threads,
+                               query_encoder=query_encoder)
+    elif query_model is not None:
+        raise InputError(f"a trained query encoder needs a native index; this one is {index.kind}",
+                         index.path)
+    else:  # e.g. a live index, after documents were added or deleted
+        dense = build("dense", index, hits=depth, precision=precision, threads=threads)
     if not bm25_weight:
         return dense
     from retrieval.fusion import WeightedSum
-    from retrieval.sparse.rankers import BM25
 
-    return WeightedSum(dense, BM25(index, hits=depth), weights=(1.0, bm25_weight), depth=depth)
+    return WeightedSum(dense, build("bm25", index, hits=depth), weights=(1.0, bm25_weight), depth=depth)
 
 
 class RetrieveThenRead:
@@ -91,13 +98,16 @@ class RetrieveThenRead:
                  index: Any, *, passages: int = DEFAULT_PASSAGES,
                  temperature: float = DEFAULT_TEMPERATURE, answerable: bool = True,
                  precision: str | None = None, threads: int | None = None):
-        from retrieval.index import native_index
+        from retrieval.index_kinds import open_index
 
         check_settings(passages, temperature)
         if not callable(first_stage):
             raise InputError(f"the first stage must be a Stage, got {type(first_stage).__name__}")
         self.first_stage = first_stage
-        self.index = native_index(index)
+        self.index = open_index(index)
+        if not hasattr(self.index, "passage"):
+            raise InputError(f"passages are read from a native or sharded index's doc store; this one is"
+                             f" {self.index.kind}", self.index.path)
         self.reader = reader if isinstance(reader, SpanReader) else \
             SpanReader(reader, precision=precision, threads=threads)
         self.passages, self.temperature, self.answerable = passages, temperature, answerable
@@ -111,12 +121,11 @@ class RetrieveThenRead:
         """Per question id: the top `passages` passages and the reader's distribution over each."""
         passages = passages or self.passages
         run = self.retrieve(queries).cut(passages)
-        store = self.index.docstore
         out = {}
         for qid, question in queries.items():
             hits = run[qid]
-            docs = store.get_many([d for d, _ in hits])
-            readings = self.reader.read([question] * len(docs), [d.text for d in docs])
+            texts = [self.index.passage(d) for d, _ in hits]
+            readings = self.reader.read([question] * len(texts), texts)
             out[qid] = Retrieved([d for d, _ in hits], [s for _, s in hits], readings)
         return out
 

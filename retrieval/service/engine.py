@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.analysis import token_spans
-from retrieval.config import StageSpec, build_pipeline, stage_specs
+from retrieval.config import StageSpec, build_pipeline, refuse_feedback, stage_specs
 from retrieval.errors import InputError
 from retrieval.formats.textfile import check_id, check_utf8
 from retrieval.index_kinds import open_index
@@ -127,16 +127,15 @@ class Engine:
                 "took_ms": round(1000 * (time.perf_counter() - start), 2)}
 
     def ask(self, question: str, passages: int = 5, top: int = 3) -> dict[str, Any]:
-        """Answers with their evidence (retrieve, then read); needs a native index with a dense part."""
+        """Answers with their evidence (retrieve, then read); needs an index with a dense part."""
         check_text(question, "question")
         check_count(passages, "passages", 100)
         check_count(top, "top", 20)
         start = time.perf_counter()
         with self.lock:
             index = self._fresh()
-            if index.kind != "native" or not index.has("dense"):
-                raise InputError("questions need a native passage index with a dense part"
-                                 " (retrieval index --dense)")
+            if not index.has("dense"):
+                raise InputError("questions need a passage index with a dense part (retrieval index --dense)")
             if self.qa is None:
                 from retrieval.qa.pipeline import RetrieveThenRead, first_stage
 
@@ -147,7 +146,7 @@ class Engine:
             answers = [a.to_json() for a in self.qa.ask(question)[:top]]
             for answer in answers:
                 for e in answer["evidence"]:
-                    e["passage"] = index.docstore.get(e["passage_id"]).text  # what the reader read
+                    e["passage"] = index.passage(e["passage_id"])  # what the reader read
         return {"question": question, "answers": answers,
                 "took_ms": round(1000 * (time.perf_counter() - start), 2)}
 
@@ -278,14 +277,6 @@ def highlight(text: str, query: str, analyzer: Any) -> tuple[str, list[list[int]
     end = min(len(text), start + SNIPPET_CHARS)
     marks = [[a - start, b - start] for a, b in hits if a >= start and b <= end]
     return text[start:end], marks
-
-
-def refuse_feedback(specs: list[StageSpec], where: str) -> None:
-    """RM3 given a run takes it as feedback and searches the whole index again, so it can only be a
-    first stage here."""
-    if any(spec.params.get("rm3") for spec in specs):
-        raise InputError(f"rm3 searches the whole index again, so it cannot be used {where}; make it"
-                         " the first stage")
 
 
 def offered_pipelines(index: Any) -> list[dict[str, Any]]:

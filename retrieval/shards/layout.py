@@ -208,9 +208,17 @@ class ShardedIndex:
 
     def text(self, doc_id: str) -> str:
         """A document's indexed text, from the shard holding it."""
+        return self._holder(doc_id).text(doc_id)
+
+    def passage(self, doc_id: str) -> str:
+        """A document's body without its title (what the question-answering reader reads)."""
+        return self._holder(doc_id).passage(doc_id)
+
+    def _holder(self, doc_id: str) -> Any:
+        """The shard's Index holding a (not deleted) document."""
         if doc_id not in self.shard_of:
             raise InputError(f"document {doc_id!r} is not in the sharded index", self.path)
-        return self.shard_indexes[self.shard_of[doc_id]].text(doc_id)
+        return self.shard_indexes[self.shard_of[doc_id]]
 
     def late_store(self) -> Any:
         """The shards' late stores behind one `gather(doc_ids)` (shards.late)."""

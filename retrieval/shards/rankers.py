@@ -168,8 +168,8 @@ class ShardedDense(ShardedStage):
 
         super().__init__(index, hits, backend, threads or 1)
         if not index.has("dense"):
-            raise InputError("sharded index has no dense parts; build it with"
-                             " `retrieval index --shards N --dense`", index.path)
+            raise InputError("this index has no dense part; build it with one (`retrieval index"
+                             " --collection ... --dense`, with --shards N for shards)", index.path)
         self.encoder = part_encoder(index.parts["dense"], index.path, model, precision=precision,
                                     threads=threads)
 

@@ -129,17 +129,28 @@ class BM25(SparseRanker):
 class QueryLikelihood(SparseRanker):
     """Query likelihood with Dirichlet (`mu`) or Jelinek-Mercer (`lam`) smoothing, as Lucene."""
 
-    def __init__(self, index: Index | str | Path, smoothing: str = "dirichlet", mu: float = default("mu"),
-                 lam: float = default("lam"), hits: int = default("hits"), threads: int = default("threads")):
+    def __init__(self, index: Index | str | Path, smoothing: str = "dirichlet", mu: float | None = None,
+                 lam: float | None = None, hits: int = default("hits"), threads: int = default("threads")):
+        """`mu` (default 1000) applies only with Dirichlet smoothing, `lam` (default 0.1) only with
+        Jelinek-Mercer: the other is refused, not ignored."""
         if smoothing == "dirichlet":
+            _only_with(lam, "lam", "jelinek-mercer")
+            mu = default("mu") if mu is None else mu
             params.check(mu=mu)
             model, self.name = DirichletModel(mu), "qld"
         elif smoothing in ("jelinek-mercer", "jm"):
+            _only_with(mu, "mu", "dirichlet")
+            lam = default("lam") if lam is None else lam
             params.check(lam=lam)
             model, self.name = JelinekMercerModel(lam), "qljm"
         else:
             raise InputError(f"unknown smoothing {smoothing!r}; expected dirichlet or jelinek-mercer")
         super().__init__(index, model, hits, threads)
+
+
+def _only_with(value: float | None, name: str, smoothing: str) -> None:
+    if value is not None:
+        raise InputError(f"{name} applies only with smoothing {smoothing}")
 
 
 class RM3(Stage):
