@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> None:
                          args.index)
     if args.shard_retries is not None and not args.ray:
         raise InputError("--shard-retries applies only with --ray (in-process shards are not restarted)")
-    rescores_on_shards = index.kind == "sharded" and args.model in SHARD_RESCORING and not params.get("rm3")
+    rescores_on_shards = index.kind == "sharded" and args.model in SHARD_RESCORING
     if args.candidates and index.kind != "native" and not entry.needs_run and not rescores_on_shards:
         hint = f" ({', '.join(SHARD_RESCORING)} rescore there)" if index.kind == "sharded" else ""
         raise InputError(f"--candidates (rescoring) with {args.model} is not supported on a {index.kind}"
