@@ -54,16 +54,16 @@ OUTPUT_FLAGS = {"output": "--output", "details": "--details"}
 
 
 def _refuse_output_over_input(args: argparse.Namespace) -> None:
-    """Refuse an output file that is also one of the command's inputs (e.g. --output topics.tsv):
-    writing it would replace the input the command just read."""
+    """Refuse an output file (or model directory) that is also one of the command's inputs (e.g.
+    --output topics.tsv, or train realm --reader R --output R): writing it would replace that input."""
     outputs = {flag: getattr(args, name, None) for name, flag in OUTPUT_FLAGS.items()}
     outputs = {flag: path for flag, path in outputs.items()
-               if path is not None and str(path) != "-" and os.path.isfile(path)}  # `-` is stdout
+               if path is not None and str(path) != "-" and os.path.exists(path)}  # `-` is stdout
     if not outputs:  # the usual case: new files
         return
     inputs = [(name, path) for name, value in vars(args).items() if name not in OUTPUT_FLAGS
               for path in (value if isinstance(value, list) else [value])
-              if isinstance(path, (str, Path)) and os.path.isfile(path)]
+              if isinstance(path, (str, Path)) and os.path.exists(path)]  # files, or model directories
     for flag, output in outputs.items():
         for name, path in inputs:
             if os.path.samefile(output, path):

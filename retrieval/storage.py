@@ -316,6 +316,32 @@ def _staged_copy(path: Path, data: bytes) -> str:
     return tmp
 
 
+def check_outside_indexes(path: str | Path) -> None:
+    """Refuse an output path inside an index directory (e.g. INDEX/manifest.json would break it)."""
+    real = Path(os.path.realpath(path))
+    inside = next((p for p in real.parents if is_index_dir(p)), None)
+    if inside is not None:
+        raise InputError(f"is inside the index {inside}; refusing to write there (choose a path outside"
+                         " it)", path)
+
+
+def check_output_file(path: str | Path) -> None:
+    """Refuse, before any work, a file output that write_output would refuse at the end (a directory,
+    a path inside an index, one whose directory cannot be created)."""
+    if str(path).endswith(os.sep) or os.path.isdir(path):
+        raise InputError("is a directory; expected a file name to write", path)
+    check_outside_indexes(path)
+    check_creatable(Path(os.path.realpath(path)).parent, "the file", path)
+
+
+def check_model_output(path: str | Path) -> None:
+    """Refuse, before any training, a model directory output that cannot be written: inside an index,
+    or something there that is not a model this package wrote (never replaced: there is no --force)."""
+    check_outside_indexes(path)
+    _checked_target(Path(path))
+    check_replaceable(Path(path), is_model_dir, remedy="remove it or choose another path")
+
+
 def write_output(path: str | Path, data: bytes) -> None:
     """Write a user-named output file: never replace what is not a regular file, nor write into an
     index directory.
@@ -333,10 +359,7 @@ def write_output(path: str | Path, data: bytes) -> None:
         raise InputError("names a directory (it ends in a slash); expected a file name to write", path)
     path = Path(path)
     real = Path(os.path.realpath(path))
-    inside = next((p for p in real.parents if is_index_dir(p)), None)
-    if inside is not None:  # e.g. --output INDEX/manifest.json would break the index
-        raise InputError(f"is inside the index {inside}; refusing to write there (choose a path outside"
-                         " it)", path)
+    check_outside_indexes(path)
     try:
         mode = os.stat(real).st_mode
     except FileNotFoundError:

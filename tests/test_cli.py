@@ -280,6 +280,41 @@ def test_second_audit_hostile_input_gets_one_line_and_exit_2(tiny_docs, tmp_path
     assert Index.open(idx).num_docs == 5 and not (tmp_path / "no").exists() and not (tmp_path / "x").exists()
 
 
+def test_train_refuses_bad_outputs_and_settings_before_any_training(tiny_docs, tmp_path, capsys):
+    """A third audit, of the train commands: an output that would replace an input or land inside an
+    index, and settings the models cannot run, are refused in one line before any work."""
+    idx, model = tmp_path / "idx", tmp_path / "model"
+    assert main(["index", "--collection", str(tiny_docs), "--index", str(idx)]) == 0
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    capsys.readouterr()
+    late = ["train", "late", "--index", str(idx), "--topics", str(tiny_docs)]
+    cases = [
+        ([*late, "--output", str(idx / "manifest.json")], "is inside the index"),
+        ([*late, "--output", str(tmp_path / "other")], "is a directory; expected a file name"),
+        (["train", "realm", "--index", str(idx), "--reader", str(model), "--output", str(model)],
+         "is also an input (the reader)"),
+        (["train", "reader", "--output", str(tmp_path / "other")],
+         "is not what this tool writes here; refusing to replace it (remove it or choose another path)"),
+        (["train", "reader", "--output", str(tmp_path / "r"), "--max-length", "128"],
+         "--stride 128 must be below half of --max-length 128"),
+    ]
+    for argv, message in cases:
+        code = main(argv)
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and message in err and err.count("\n") == 0, (argv, err)
+    for argv in ([*late, "--output", "x", "--doc-length", "1000"], [*late, "--output", "x", "--dim", "1000"],
+                 ["train", "reader", "--output", "r", "--max-length", "1000"]):
+        with pytest.raises(SystemExit):  # argparse's own one-line range error
+            main(argv)
+        assert "must be in [" in capsys.readouterr().err
+    assert (idx / "manifest.json").read_text().startswith("{")
+    assert (tmp_path / "other" / "notes.txt").read_text() == "mine" and not (tmp_path / "r").exists()
+
+
 def test_a_collection_file_name_that_is_not_utf8_is_indexed(tiny_docs, tmp_path):
     folder = tmp_path / "c"
     folder.mkdir()

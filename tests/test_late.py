@@ -271,6 +271,7 @@ def test_ict_pairs_are_spans_of_the_corpus():
 
 
 def test_training_with_ict_pairs_from_a_corpus(tmp_path):
+    import hashlib
     import json
 
     from retrieval.late.config import TrainConfig
@@ -288,8 +289,10 @@ def test_training_with_ict_pairs_from_a_corpus(tmp_path):
     info = train(docs, queries, qrels, first, tmp_path / "ck.safetensors", cfg, cache_dir=tmp_path / "c",
                  threads=1)
     assert info["training_pairs"] == 1 + 2  # one supervised pair, 2 of 4 ICT pairs (half held out)
-    assert list(info["config"]["pairs_from"]) == [str(corpus)]
-    assert set(info["history"][-1]["ict_mrr"]) == {str(corpus)}
+    stored = f"file:other.jsonl#sha256:{hashlib.sha256(corpus.read_bytes()).hexdigest()}"
+    assert list(info["config"]["pairs_from"]) == [stored]  # its name and contents, not this machine's path
+    assert set(info["history"][-1]["ict_mrr"]) == {stored}
+    assert str(tmp_path) not in (tmp_path / "ck.safetensors").read_bytes().decode("latin-1")
 
 
 def test_ict_guard_rejects_an_epoch_that_loses_held_out_ict_mrr_on_any_corpus():

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from retrieval import collections
+from retrieval import collections, storage
 from retrieval.commands.common import number, precision_flag, threads_flag
 from retrieval.errors import InputError
 
@@ -27,19 +27,20 @@ def add(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------- train late
 
 
-LATE_FLAGS = {"dim": number(), "epochs": number(), "batch_size": number(), "negatives": number(int, 0),
-              "negative_depth": number(), "seed": int, "doc_length": number(),
+LATE_FLAGS = {"dim": number(int, 1, 384), "epochs": number(), "batch_size": number(),
+              "negatives": number(int, 0), "negative_depth": number(), "seed": int,
+              "doc_length": number(int, 4, 512),
               "pairs_per_collection": number(),
               "lr": number(float, 0, above=True), "temperature": number(float, 0, above=True),
               "holdout": number(float, 0, 1, below=True), "anchor": number(float, 0)}
 LATE_HELP = {
-    "dim": "dimensions of the projected token embeddings",
+    "dim": "dimensions of the projected token embeddings (at most the encoder's 384)",
     "epochs": "training epochs (the best on the held-out queries is kept)",
     "batch_size": "training pairs per step (the other pairs' documents are in-batch negatives)",
     "negatives": "BM25 hard negatives per training query in a step",
     "negative_depth": "BM25 depth the hard negatives are drawn from",
     "seed": "random seed (pair order, negatives, held-out queries)",
-    "doc_length": "word pieces of a document kept",
+    "doc_length": "word pieces of a document kept (4 to 512)",
     "pairs_per_collection": "Inverse Cloze Task pairs made from each --pairs-from corpus",
     "lr": "Adam learning rate",
     "temperature": "softmax temperature of the contrastive loss",
@@ -87,6 +88,7 @@ def train_late(args: argparse.Namespace) -> None:
     from retrieval.late.train import train
     from retrieval.sparse.rankers import BM25
 
+    storage.check_output_file(args.output)  # before any encoding, not after it
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
                          if hasattr(args, f.name)})
     cfg.pairs_from = tuple(cfg.pairs_from)
@@ -139,8 +141,10 @@ def _add_reader(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--base-model", default=None, help="encoder directory (default: MiniLM-L6)")
     p.add_argument("--impossible", type=number(float, 0, 1), default=1.0,
                    help="fraction of unanswerable questions kept (default 1.0)")
-    p.add_argument("--max-length", type=number(), default=384, help="window length (default 384)")
-    p.add_argument("--stride", type=number(int, 0), default=128, help="window overlap (default 128)")
+    p.add_argument("--max-length", type=number(int, 64, 512), default=384,
+                   help="window length in word pieces, 64 to 512 (default 384)")
+    p.add_argument("--stride", type=number(int, 0), default=128,
+                   help="window overlap, below half the window length (default 128)")
     p.add_argument("--validation-articles", type=number(int, 0), default=0, metavar="N",
                    help="hold out every question of N articles of the training file; the epoch with "
                    "the best held-out F1 becomes the checkpoint (default 0: the last epoch)")
@@ -151,6 +155,9 @@ def train_reader(args: argparse.Namespace) -> None:
     """Fine-tune the span reader; the checkpoint goes to --output."""
     from retrieval.qa.train import train_reader as train
 
+    if args.stride >= args.max_length // 2:  # the question shares the window with the passage
+        raise InputError(f"--stride {args.stride} must be below half of --max-length {args.max_length}")
+    storage.check_model_output(args.output)
     data, exclude = _squad_files(args)
     info = train(data, args.output, exclude=exclude, base_model=args.base_model, epochs=args.epochs,
                  lr=args.lr, batch_size=args.batch_size, threads=args.threads, seed=args.seed,
@@ -177,6 +184,8 @@ def _add_realm(kinds: argparse._SubParsersAction) -> None:
 
 def train_realm(args: argparse.Namespace) -> None:
     """REALM marginal-likelihood training of the query encoder (document side fixed)."""
+    import torch
+
     from retrieval.dense.faiss_index import load_dense_part
     from retrieval.index import Index
     from retrieval.qa.reader import SpanReader
@@ -185,8 +194,13 @@ def train_realm(args: argparse.Namespace) -> None:
 
     if args.realm_questions < 0:
         raise InputError("--realm-questions must be >= 0")
+    storage.check_model_output(args.output)
     data, exclude = _squad_files(args)
     examples = [e for e in exclude_paragraphs(read_squad(data), read_squad(exclude)) if e.answers]
+    if not examples:
+        raise InputError("no answerable question to train on (REALM learns from questions with an answer)",
+                         data)
+    torch.set_num_threads(args.threads)  # the question encoder trains here, not only the reader
     if args.realm_questions and args.realm_questions < len(examples):
         examples = examples[::len(examples) // args.realm_questions][:args.realm_questions]
     faiss_index, doc_ids, _ = load_dense_part(Path(args.index))

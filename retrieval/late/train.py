@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from retrieval import collections
 from retrieval.errors import InputError
 from retrieval.evaluation import evaluate
 from retrieval.fusion import interpolate_ranking
@@ -142,17 +143,23 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
                            precision=precision, progress=None)
     doc_ids = list(docs)
     dindex = {d: i for i, d in enumerate(doc_ids)}
+    qids = [q for q in queries if q in qrels and any(d in dindex for d in qrels[q])]
+    held = heldout_queries(qids, cfg)
+    if not qids:
+        raise InputError("no training query has a judged document in the index; expected topics and qrels"
+                         " of the indexed collection")
+    if not held:
+        raise InputError(f"holdout {cfg.holdout} of {len(qids)} training queries holds none out, and the"
+                         " held-out queries choose the epoch: raise --holdout")
     contents = [f"{t} {x}" if t else x for t, x in docs.values()]
     dstates = cached_states(encoder, contents, False, cache_dir, desc="documents")
-    qids = [q for q in queries if q in qrels and any(d in dindex for d in qrels[q])]
     qstates = cached_states(encoder, [queries[q] for q in qids], True, cache_dir, desc="queries")
     qindex = {q: i for i, q in enumerate(qids)}
-    held = heldout_queries(qids, cfg)
     pairs = [(qstates, qindex[q], dstates, dindex[d], q) for q in qids if q not in held
              for d, g in qrels[q].items() if g > 0 and d in dindex]
     if cfg.titles:
         pairs += _title_pairs(encoder, docs, cache_dir)
-    ict = {name: ict_states(encoder, name, cfg, cache_dir) for name in cfg.pairs_from}
+    ict = {stored_name(name): ict_states(encoder, name, cfg, cache_dir) for name in cfg.pairs_from}
     for iq, idoc, n_train in ict.values():
         pairs += [(iq, j, idoc, j, None) for j in range(n_train)]
     negatives = {q: [dindex[d] for d, _ in first_stage.get(q, [])[:cfg.negative_depth]
@@ -186,7 +193,8 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     late = rerank_cached(proj, qstates, qindex, dstates, dindex, held_run, cfg.depth)
     weight, fused = best_weight(held_run, late, held_qrels, cfg.depth)
     first = evaluate(held_run, held_qrels, ["nDCG@10"])["nDCG@10"]
-    info = {"config": asdict(cfg), "best_epoch": epoch, "heldout_ndcg10": round(ndcg, 4),
+    info = {"config": asdict(cfg) | {"pairs_from": list(ict)},  # corpus names, never this machine's paths
+            "best_epoch": epoch, "heldout_ndcg10": round(ndcg, 4),
             "heldout_first_stage_ndcg10": round(first, 4), "interpolate": weight,
             "heldout_fused_ndcg10": round(fused, 4), "train_seconds": round(time.time() - start, 1),
             "training_pairs": len(pairs), "heldout_queries": len(held),
@@ -218,6 +226,12 @@ def _train_epoch(w: torch.nn.Parameter, opt: torch.optim.Optimizer, start_point:
         opt.zero_grad()
         loss.backward()
         opt.step()
+
+
+def stored_name(corpus: str) -> str:
+    """How a checkpoint names an ICT corpus: a bundled collection by name, a file by its name and
+    SHA-256 (collections.describe), never by this machine's path to it."""
+    return corpus if collections.named(corpus, files_only=True) else collections.describe(corpus)
 
 
 def ict_guard(history: list[dict], corpora: list[str]) -> bool:
