@@ -108,8 +108,9 @@ def train_late(args: argparse.Namespace) -> None:
 # ---------------------------------------------------------------- train reader / realm
 
 
-def _add_squad_flags(p: argparse.ArgumentParser, epochs: int, lr: float) -> None:
-    p.add_argument("--output", required=True, type=Path, help="checkpoint to write")
+def _add_squad_flags(p: argparse.ArgumentParser, epochs: int, lr: float,
+                     output_help: str = "checkpoint directory to write") -> None:
+    p.add_argument("--output", required=True, type=Path, help=output_help)
     p.add_argument("--data", type=Path, help="SQuAD training file (default: squad2-dev)")
     p.add_argument("--exclude", type=Path, help="leave out paragraphs whose text occurs in this "
                    "SQuAD file (default: xquad-en, the evaluation set)")
@@ -136,7 +137,8 @@ def _add_reader(kinds: argparse._SubParsersAction) -> None:
     p = kinds.add_parser("reader", help="the QA span reader",
                          description="Fine-tune the extractive span reader (all layers) on SQuAD "
                          "data, leaving out every paragraph of the evaluation set.")
-    _add_squad_flags(p, epochs=3, lr=1e-4)
+    _add_squad_flags(p, epochs=3, lr=1e-4, output_help="checkpoint directory to write (every epoch's is"
+                     " also kept, in OUTPUT.epochs/epoch-N, for --validation-articles to choose from)")
     precision_flag(p, "training arithmetic (auto: bf16 autocast where the CPU has it)", ("fp32", "bf16"))
     p.add_argument("--base-model", default=None, help="encoder directory (default: MiniLM-L6)")
     p.add_argument("--impossible", type=number(float, 0, 1), default=1.0,
