@@ -98,8 +98,10 @@ class Index:
         self.path = Path(path)
         self.manifest = storage.read_manifest(self.path)
         if self.manifest.get("kind") == "sharded":
-            raise InputError(f"this is a sharded index ({len(self.manifest.get('shards', []))} shards), not"
-                             f" a native one; {ANY_KIND}", self.path)
+            why = "documents were added or deleted" if self.manifest.get("live") else "built with --shards"
+            shards = len(self.manifest.get("shards", []))
+            raise InputError(f"this is a sharded index ({shards} shards: {why}), and this needs a single one"
+                             f" (in Python, {ANY_KIND})", self.path)
         missing = {DOCSTORE_FILE, DOCIDS_FILE} - set(self.manifest["files"])
         if missing:
             raise InputError(f"manifest files must list {', '.join(sorted(missing))}; rebuild the index",

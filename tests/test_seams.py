@@ -150,5 +150,5 @@ def test_the_readme_python_api_example_runs(tmp_path, monkeypatch, capsys):
     assert "'MAP': 0.36" in capsys.readouterr().out  # BM25 + RM3 on CACM
     assert namespace["live"].kind == "sharded" and len(namespace["run"]) == 64
     assert "N1" in namespace["live"].shard_of and "CACM-0001" not in namespace["live"].shard_of
-    with pytest.raises(InputError, match="not a native one; any kind opens with"):
+    with pytest.raises(InputError, match="and this needs a single one \\(in Python, any kind opens with"):
         namespace["Index"].open("indexes/cacm")
