@@ -300,7 +300,7 @@ def test_train_refuses_bad_outputs_and_settings_before_any_training(tiny_docs, t
         (["train", "reader", "--output", str(tmp_path / "other")],
          "is not what this tool writes here; refusing to replace it (remove it or choose another path)"),
         (["train", "reader", "--output", str(tmp_path / "r"), "--max-length", "128"],
-         "--stride 128 must be below half of --max-length 128"),
+         "--stride 128 must be at most half of --max-length 128"),
     ]
     for argv, message in cases:
         code = main(argv)

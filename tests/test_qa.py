@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -273,6 +274,17 @@ def test_loading_the_reader_leaves_transformers_logging_as_it_was():
         hf_logging.set_verbosity(before)
 
 
+
+def test_a_model_without_a_span_head_is_not_taken_for_a_reader():
+    """The bundled MiniLM (or a REALM question encoder) has no QA head: loading it as a reader would
+    read with a random one, so it is refused."""
+    from retrieval.local_models import default_model_dir
+    from retrieval.qa.reader import load_reader_model
+
+    with pytest.raises(InputError, match="is not a reader checkpoint"):
+        load_reader_model(default_model_dir())
+
+
 @pytest.mark.slow
 def test_reader_with_gold_paragraph_on_xquad_slice():
     from retrieval.qa.pipeline import best_answers
@@ -345,6 +357,8 @@ def test_train_reader_picks_the_epoch_on_held_out_articles(tmp_path):
     examples = read_squad(path)
     kept, held = split_articles(examples, 1)
     assert len({e.title for e in held}) == 1 and not {e.title for e in kept} & {e.title for e in held}
+    with pytest.raises(InputError, match="no answerable question to choose an epoch by"):
+        split_articles([dataclasses.replace(e, answers=()) for e in examples], 1)
     info = train_reader(path, tmp_path / "reader", epochs=2, validation_articles=1, batch_size=2,
                         max_length=64, stride=32, log=lambda m: None)
     assert [v["epoch"] for v in info["validation"]] == [1, 2] and info["chosen_epoch"] in (1, 2)

@@ -146,7 +146,7 @@ def _add_reader(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--max-length", type=number(int, 64, 512), default=384,
                    help="window length in word pieces, 64 to 512 (default 384)")
     p.add_argument("--stride", type=number(int, 0), default=128,
-                   help="window overlap, below half the window length (default 128)")
+                   help="window overlap, at most half the window length (default 128)")
     p.add_argument("--validation-articles", type=number(int, 0), default=0, metavar="N",
                    help="hold out every question of N articles of the training file; the epoch with "
                    "the best held-out F1 becomes the checkpoint (default 0: the last epoch)")
@@ -157,8 +157,8 @@ def train_reader(args: argparse.Namespace) -> None:
     """Fine-tune the span reader; the checkpoint goes to --output."""
     from retrieval.qa.train import train_reader as train
 
-    if args.stride >= args.max_length // 2:  # the question shares the window with the passage
-        raise InputError(f"--stride {args.stride} must be below half of --max-length {args.max_length}")
+    if args.stride > args.max_length // 2:  # the question shares the window with the passage
+        raise InputError(f"--stride {args.stride} must be at most half of --max-length {args.max_length}")
     storage.check_model_output(args.output)
     data, exclude = _squad_files(args)
     info = train(data, args.output, exclude=exclude, base_model=args.base_model, epochs=args.epochs,

@@ -111,7 +111,12 @@ def load_reader_model(path: str | Path | None = None):
     if not (path / "config.json").is_file():
         raise InputError("no reader checkpoint here (config.json missing); train one with"
                          " `retrieval train reader`", path)
-    model = load_pretrained(AutoModelForQuestionAnswering, path, quiet=True, dtype=torch.float32).eval()
+    model, loading = load_pretrained(AutoModelForQuestionAnswering, path, quiet=True, dtype=torch.float32,
+                                     output_loading_info=True)
+    if any(key.startswith("qa_outputs") for key in loading["missing_keys"]):  # else a random head
+        raise InputError("is not a reader checkpoint (it has no answer-span head); train one with"
+                         " `retrieval train reader`", path)
+    model = model.eval()
     tokenizer = load_pretrained(AutoTokenizer, path, quiet=True)
     return model, tokenizer, sha256_file(weights_file(path))
 

@@ -90,7 +90,11 @@ def split_articles(examples: Sequence[Example], n: int) -> tuple[list[Example], 
     if n >= len(titles):
         raise InputError(f"cannot hold out {n} of the {len(titles)} articles left for training")
     held = set(titles[:n])
-    return [ex for ex in examples if ex.title not in held], [ex for ex in examples if ex.title in held]
+    validation = [ex for ex in examples if ex.title in held]
+    if all(ex.impossible for ex in validation):  # closed-setting F1 is over answerable questions only
+        raise InputError(f"the {n} held-out article(s) have no answerable question to choose an epoch by;"
+                         " hold out more articles")
+    return [ex for ex in examples if ex.title not in held], validation
 
 
 def closed_scores(reader_dir: Path, examples: Sequence[Example], threads: int) -> dict[str, float]:
