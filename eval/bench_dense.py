@@ -20,8 +20,10 @@ Prints one Markdown table and writes it to eval/results/dense.md; with
 RETRIEVAL_EMULATE_CPU=avx2 (and --out eval/results/dense-avx2.md) it measures
 what an AVX2 CPU gets, peer included (ONNX Runtime cannot be capped, so its
 paths are left out there). eval/results/dense-zen4.md is this command (with
-that --out) on an AMD EPYC Zen 4, whose bf16 has no AMX, and
-eval/results/dense-avx2-zen4.md the AVX2 emulation on the same CPU.
+that --out) on an AMD EPYC Zen 4, whose bf16 has no AMX,
+eval/results/dense-avx2-zen4.md the AVX2 emulation on the same CPU, and
+eval/results/dense-zen3.md this command on an AMD EPYC Zen 3, a real AVX2
+CPU (no AVX-512, no emulation, ONNX Runtime paths included).
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ eval/results/precision.md; with RETRIEVAL_NO_BF16=1 it measures what a CPU
 without bf16 gets, with RETRIEVAL_EMULATE_CPU=avx2 (and --out
 eval/results/precision-avx2.md) what an AVX2 CPU gets.
 eval/results/precision-zen4.md is this command (with that --out) on an AMD
-EPYC Zen 4, whose bf16 has no AMX.
+EPYC Zen 4, whose bf16 has no AMX, and eval/results/precision-zen3.md on an
+AMD EPYC Zen 3, a real AVX2 CPU (no emulation).
 """
 
 from __future__ import annotations
