@@ -29,7 +29,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -38,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import machine_line, mean_of, precision_decisions, publish  # noqa: E402
+from benchlib import machine_line, mean_of, precision_decisions, publish, round_robin  # noqa: E402
 
 from retrieval import precision as precisions  # noqa: E402
 from retrieval.collections import data_dir, load_documents, load_qrels, load_topics  # noqa: E402
@@ -64,19 +63,6 @@ DEPTH = 100
 # How far a precision may move each model's validation score, either way (precision.within_limit).
 LATE_LIMIT = 0.003    # nDCG@10 (retrieval/late/encoder.py)
 READER_LIMIT = 0.5    # closed-setting F1 points (retrieval/qa/reader.py)
-
-
-def timings(fns: dict, repeats: int) -> dict[str, list[float]]:
-    """Seconds per call of each fn, round-robin over `repeats` after one warm-up each."""
-    for fn in fns.values():
-        fn()
-    out: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            out[name].append(time.perf_counter() - start)
-    return out
 
 
 def rate_cell(n: int, seconds: list[float]) -> str:
@@ -128,7 +114,7 @@ def late_rows(args) -> tuple[list[str], str]:
     sample = [corpus[i].contents for i in rng.choice(len(corpus), args.sample, replace=False)]
     models = {p: LateModel(None, threads=args.threads, precision=p) for p in args.precisions}
     auto = precisions.resolve(precisions.AUTO, int8_within_limit=late_encoder.INT8_WITHIN_LIMIT)
-    times = timings({p: (lambda m=m: m.documents(sample)) for p, m in models.items()}, args.repeats)
+    times = round_robin({p: (lambda m=m: m.documents(sample)) for p, m in models.items()}, args.repeats)
     val_first, val_queries, val_qrels = late_validation(args, texts)
     valid_per_query = {p: late_ndcg(m, val_first, texts, val_queries, val_qrels) for p, m in models.items()}
     first, queries, qrels = bm25_top(args.workdir), load_topics("scifact"), load_qrels("scifact")
@@ -166,7 +152,7 @@ def reader_rows(args) -> tuple[list[str], str]:
     readers = {p: SpanReader(precision=p, threads=args.threads) for p in args.precisions}
     auto = precisions.resolve(precisions.AUTO, int8_within_limit=reader_module.INT8_WITHIN_LIMIT)
     head = examples[:args.sample]
-    times = timings({p: (lambda r=r: r.read([e.question for e in head], [e.context for e in head]))
+    times = round_robin({p: (lambda r=r: r.read([e.question for e in head], [e.context for e in head]))
                      for p, r in readers.items()}, args.repeats)
     (valid, valid_f1), (scores, _) = reader_scores(readers, validation), reader_scores(readers, examples)
     rows = [f"| precision | questions/s median (range over {args.repeats}) | × fp32 | validation EM / F1 |"

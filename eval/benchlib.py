@@ -38,6 +38,20 @@ def median_time(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(timed_runs(fn, repeats))
 
 
+def round_robin(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
+    """Seconds per call of each fn in each of `repeats` rounds (one call of each a round, after one warm-up
+    call each), so that load from other processes falls on every fn alike."""
+    for fn in fns.values():
+        fn()
+    out: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            out[name].append(time.perf_counter() - start)
+    return out
+
+
 def cpu_model() -> str:
     """The CPU's model name from /proc/cpuinfo (or what platform knows)."""
     try:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -45,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "eval"))
 
 from bench_dense import PEER, PeerPath, best_batch_sizes  # noqa: E402
-from benchlib import machine_line, publish  # noqa: E402
+from benchlib import machine_line, publish, round_robin  # noqa: E402
 
 from retrieval.collections import load_documents  # noqa: E402
 from retrieval.dense.encoder import Encoder  # noqa: E402
@@ -130,20 +129,6 @@ def attention_products(dtype: torch.dtype) -> dict[str, object]:
 
 
 ATTENTION_MACS = 2 * 256 * 256 * 384 * 16  # of one call of attention_products' functions
-
-
-def round_robin(calls: dict, repeats: int) -> dict[str, list[float]]:
-    """Seconds of each call in each of `repeats` rounds (one of each a round, after a warm-up), so that
-    load from other processes falls on every call alike."""
-    for call in calls.values():
-        call()
-    times: dict[str, list[float]] = {key: [] for key in calls}
-    for _ in range(repeats):
-        for key, call in calls.items():
-            start = time.perf_counter()
-            call()
-            times[key].append(time.perf_counter() - start)
-    return times
 
 
 def sample_work(sample: list[str]) -> tuple[dict[str, float], float]:
