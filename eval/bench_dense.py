@@ -46,7 +46,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import machine_line, mean_of, precision_decisions, publish  # noqa: E402
+from benchlib import machine_line, mean_of, precision_decisions, publish, timing_sample  # noqa: E402
 
 from retrieval import cpu_emulation  # noqa: E402
 from retrieval import precision as precisions  # noqa: E402
@@ -198,8 +198,7 @@ def encoding_table(args, corpus, qids, qtexts, qrels) -> tuple[list[str], np.nda
     """The encoding rows; returns them with the auto path's embeddings."""
     paths, layout = make_paths(args)
     doc_ids, texts = [d.id for d in corpus], [d.contents for d in corpus]
-    rng = np.random.default_rng(0)
-    sample = [texts[i] for i in rng.choice(len(texts), args.sample, replace=False)]
+    sample = timing_sample(texts, args.sample)
     for path in paths.values():
         path.encode(sample[:32])  # warm-up
     best_batch_sizes(paths, sample, args.batch_sizes)

@@ -37,7 +37,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import machine_line, mean_of, precision_decisions, publish, round_robin  # noqa: E402
+from benchlib import (  # noqa: E402
+    machine_line,
+    mean_of,
+    precision_decisions,
+    publish,
+    round_robin,
+    timing_sample,
+)
 
 from retrieval import precision as precisions  # noqa: E402
 from retrieval.collections import data_dir, load_documents, load_qrels, load_topics  # noqa: E402
@@ -110,8 +117,7 @@ def late_validation(args, texts: dict[str, str]) -> tuple[Run, dict, dict]:
 def late_rows(args) -> tuple[list[str], str]:
     corpus = list(load_documents("scifact"))
     texts = {d.id: d.contents for d in corpus}
-    rng = np.random.default_rng(0)
-    sample = [corpus[i].contents for i in rng.choice(len(corpus), args.sample, replace=False)]
+    sample = timing_sample([d.contents for d in corpus], args.sample)
     models = {p: LateModel(None, threads=args.threads, precision=p) for p in args.precisions}
     auto = precisions.resolve(precisions.AUTO, int8_within_limit=late_encoder.INT8_WITHIN_LIMIT)
     times = round_robin({p: (lambda m=m: m.documents(sample)) for p, m in models.items()}, args.repeats)

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench_dense import evaluate  # noqa: E402
-from benchlib import machine_line, publish  # noqa: E402
+from benchlib import machine_line, publish, timing_sample  # noqa: E402
 
 from retrieval.analysis import LUCENE_ENGLISH_STOPWORDS  # noqa: E402
 from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
@@ -75,8 +75,7 @@ def main() -> None:
                 for label, drop in drop_sets(base.tokenizer.get_vocab()).items()}
     corpus = list(load_documents("scifact"))
     doc_ids, texts = [d.id for d in corpus], [d.contents for d in corpus]
-    rng = np.random.default_rng(0)
-    sample = [texts[i] for i in rng.choice(len(texts), args.sample, replace=False)]
+    sample = timing_sample(texts, args.sample)
     times: dict[str, list[float]] = {label: [] for label in encoders}
     for enc in encoders.values():
         enc.encode(sample[:32])  # warm-up

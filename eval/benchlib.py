@@ -38,6 +38,13 @@ def median_time(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(timed_runs(fn, repeats))
 
 
+def timing_sample(texts: Sequence[str], size: int) -> list[str]:
+    """The texts the speed benchmarks time: `size` of them drawn without replacement by a fixed seed, so
+    that every script given the same collection and size times the same texts."""
+    rng = np.random.default_rng(0)
+    return [texts[i] for i in rng.choice(len(texts), size, replace=False)]
+
+
 def round_robin(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
     """Seconds per call of each fn in each of `repeats` rounds (one call of each a round, after one warm-up
     call each), so that load from other processes falls on every fn alike."""
