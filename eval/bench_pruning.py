@@ -1,18 +1,22 @@
 """Token pruning for the dense encoder: fewer tokens in the same 256-token window, speed and nDCG@10.
 
-    python eval/bench_pruning.py [--precision fp32] [--threads 2] [--sample 256] [--repeats 3]
+    python eval/bench_pruning.py [--precision fp32] [--threads 2] [--sample 256] [--repeats 3] [--out F]
 
 Issue 13 asks what wins on CPUs without bf16; one lever is doing less work on
 the same input. Each document is cut to the same first 256 word pieces as
 unpruned encoding, then tokens of a drop set are removed before the encoder
-runs (queries are never pruned): none; punctuation-only word pieces;
-punctuation and Lucene's 33 English stopwords. Speed: round-robin over the
-variants on a random sample of SciFact documents after a warm-up, median and
-range over --repeats. Quality: full-corpus encoding per variant, nDCG@10 on
-validation (SciFact's 809 training queries) and test (300 queries), flat
-index, query id removed from its hits. This is a measurement, not the
-encoder's behaviour: `retrieval.dense.Encoder` does not prune.
-Writes eval/results/pruning.md.
+runs (queries are never pruned, and are encoded at the row's precision):
+none; punctuation-only word pieces; punctuation and Lucene's 33 English
+stopwords; each at --precision, beside fp32 unpruned (the reference for every
+change). Speed: round-robin over the variants and sentence-transformers fp32
+(the peer as shipped, at its best batch size) on eval/bench_dense.py's
+sample of SciFact documents after a warm-up, median and range over
+--repeats. Quality: full-corpus encoding per variant, nDCG@10 on validation
+(SciFact's 809 training queries, with the 90% interval of the paired change
+against the reference) and test (300 queries), flat index, query id removed
+from its hits. This is a measurement, not the encoder's behaviour:
+`retrieval.dense.Encoder` does not prune. Writes eval/results/pruning.md
+(eval/results/pruning-int8-zen3.md: --precision int8 on an AMD EPYC Zen 3).
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ import argparse
 import statistics
 import string
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -30,12 +33,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_dense import evaluate  # noqa: E402
-from benchlib import machine_line, publish, timing_sample  # noqa: E402
+from bench_dense import LIMIT, PEER, PeerPath, best_batch_sizes, per_query_ndcg  # noqa: E402
+from benchlib import machine_line, mean_of, publish, round_robin, timing_sample  # noqa: E402
 
 from retrieval.analysis import LUCENE_ENGLISH_STOPWORDS  # noqa: E402
 from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
 from retrieval.dense.encoder import Encoder  # noqa: E402
+from retrieval.significance import difference_interval  # noqa: E402
 
 warnings.filterwarnings("ignore", category=UserWarning)
 
@@ -65,53 +69,86 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--sample", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 32, 64],
+                    help="the peer's batch sizes to try, as bench_dense.py")
     ap.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "pruning.md")
     args = ap.parse_args()
-    def encoder(drop: set[int]) -> PrunedEncoder:
-        return PrunedEncoder(drop, precision=args.precision, threads=args.threads, progress=False)
 
-    base = encoder(set())  # unpruned: the reference row, and the query encoder of every row
-    encoders = {label: base if not drop else encoder(drop)
-                for label, drop in drop_sets(base.tokenizer.get_vocab()).items()}
+    def encoder(drop: set[int], precision: str = args.precision) -> PrunedEncoder:
+        return PrunedEncoder(drop, precision=precision, threads=args.threads, progress=False)
+
+    base = encoder(set())  # unpruned at --precision: the query encoder of every pruned row
+    reference = base if base.precision == "fp32" else encoder(set(), "fp32")
+    encoders = {REFERENCE: reference} | {f"{base.precision}, {label}": base if not drop else encoder(drop)
+                                         for label, drop in drop_sets(base.tokenizer.get_vocab()).items()}
     corpus = list(load_documents("scifact"))
     doc_ids, texts = [d.id for d in corpus], [d.contents for d in corpus]
     sample = timing_sample(texts, args.sample)
-    times: dict[str, list[float]] = {label: [] for label in encoders}
-    for enc in encoders.values():
-        enc.encode(sample[:32])  # warm-up
-    for _ in range(args.repeats):
-        for label, enc in encoders.items():
-            start = time.perf_counter()
-            enc.encode(sample)
-            times[label].append(time.perf_counter() - start)
+    peer = PeerPath("fp32", args.threads)
+    peer.encode(sample[:32])
+    best_batch_sizes({PEER: peer}, sample, args.batch_sizes)
+    times = round_robin({PEER: lambda: peer.encode(sample)}
+                        | {label: lambda enc=enc: enc.encode(sample) for label, enc in encoders.items()},
+                        args.repeats)
     splits = {"validation": "scifact:train", "test": "scifact"}
-    queries = {}
-    for split, name in splits.items():
-        topics, qrels = load_topics(name), load_qrels(name)
-        qids = [q for q in topics if q in qrels]
-        queries[split] = (qids, base.encode([topics[q] for q in qids]), qrels)
-    rows = ["| pruned | mean tokens / doc | docs/s median (range) | × none | validation nDCG@10 | Δ |"
-            " test nDCG@10 | Δ |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    scores: dict[str, dict[str, float]] = {}
+    judged = {split: judged_queries(name) for split, name in splits.items()}
+    query_encoders = dict.fromkeys((reference, base))  # queries are never pruned
+    query_vectors = {(enc.precision, split): enc.encode([topics[q] for q in qids])
+                     for enc in query_encoders for split, (qids, topics, _) in judged.items()}
+    per_query: dict[str, dict[str, dict[str, float]]] = {}  # row -> split -> query -> nDCG@10
     for label, enc in encoders.items():
-        print(f"full-corpus encoding, pruned: {label} ...", file=sys.stderr, flush=True)
+        print(f"full-corpus encoding: {label} ...", file=sys.stderr, flush=True)
         docs = enc.encode(texts)
-        scores[label] = {split: evaluate(doc_ids, docs, q, qids, qrels)
-                         for split, (qids, q, qrels) in queries.items()}
-        tokens = np.mean([len(ids) for ids in enc.tokenize(texts)])
-        rate = [args.sample / t for t in times[label]]
-        speed = statistics.median(times["none"]) / statistics.median(times[label])
-        cells = " | ".join(f"{scores[label][s]:.4f} | {scores[label][s] - scores['none'][s]:+.4f}"
-                           for s in splits)
-        rows.append(f"| {label} | {tokens:.1f} | {statistics.median(rate):.1f} ({min(rate):.1f}–"
-                    f"{max(rate):.1f}) | {speed:.2f}× | {cells} |")
+        per_query[label] = {split: per_query_ndcg(doc_ids, docs, query_vectors[enc.precision, split], qids,
+                                                  qrels) for split, (qids, _, qrels) in judged.items()}
+    rows = [f"| encoder, pruned | mean tokens / doc | docs/s median (range) | × {PEER} fp32 | × {REFERENCE} |"
+            f" validation nDCG@10 | Δ vs {REFERENCE} (90% interval) | test nDCG@10 | Δ |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows += [pruned_row(label, enc, texts, args.sample, times, per_query) for label, enc in encoders.items()]
+    peer_row = f"| {PEER} fp32, batch {peer.batch_size} (the peer) | | {spread(args.sample, times[PEER])} |"
+    rows.insert(2, peer_row + " 1.00× | | | | | |")
     publish(args.out, "\n".join([
         "# Token pruning for the dense encoder (all-MiniLM-L6-v2, SciFact)", "",
-        f"Precision {base.precision}, {args.threads} cores, max length 256 before pruning; speed over"
-        f" {args.sample} documents, {args.repeats} round-robin repeats after a warm-up. Validation:"
-        " SciFact's 809 training queries; test: its 300 test queries. The encoder does not prune; this"
-        " table measures whether it should.", "", *rows, "",
-        "Machine: " + machine_line("torch", "transformers")]))
+        f"Precision {base.precision} (and fp32 unpruned, the reference), {args.threads} cores, max length 256"
+        f" before pruning; speed over {args.sample} documents, {args.repeats} round-robin rounds after a"
+        f" warm-up, {PEER} fp32 (the peer, as shipped, at its best batch size of {args.batch_sizes}) timed"
+        " in the same rounds. Validation: SciFact's 809 training queries; test: its 300 test queries; Δ is"
+        f" against {REFERENCE}, the interval that of the mean paired difference over validation queries"
+        f" (a change is shown within the dense limit of ±{LIMIT} when the interval lies inside it: two"
+        " one-sided t-tests at 5%). The encoder does not prune; this table measures whether it should.", "",
+        *rows, "", "Machine: " + machine_line("torch", "transformers", "sentence-transformers")]))
+
+
+REFERENCE = "fp32, none"
+
+
+def judged_queries(name: str) -> tuple[list[str], dict[str, str], object]:
+    """(ids of the judged topics, the topics, the qrels) of a SciFact split."""
+    topics, qrels = load_topics(name), load_qrels(name)
+    return [q for q in topics if q in qrels], topics, qrels
+
+
+def spread(items: int, seconds: list[float]) -> str:
+    """Items a second: median (range)."""
+    rates = [items / t for t in seconds]
+    return f"{statistics.median(rates):.1f} ({min(rates):.1f}–{max(rates):.1f})"
+
+
+def pruned_row(label: str, enc: PrunedEncoder, texts: list[str], sample: int, times: dict[str, list[float]],
+               per_query: dict[str, dict[str, dict[str, float]]]) -> str:
+    """One row of the table: tokens, speed against the peer and the reference, nDCG@10 and its change."""
+    tokens = np.mean([len(ids) for ids in enc.tokenize(texts)])
+    speed = {other: statistics.median(times[other]) / statistics.median(times[label])
+             for other in (PEER, REFERENCE)}
+    valid, valid_ref = (per_query[row]["validation"] for row in (label, REFERENCE))
+    items = sorted(valid_ref)
+    low, high = difference_interval([valid[q] for q in items], [valid_ref[q] for q in items])
+    interval = "" if label == REFERENCE else f" ({low:+.4f} to {high:+.4f})"
+    test, test_ref = (mean_of(per_query[row]["test"]) for row in (label, REFERENCE))
+    change = mean_of(valid) - mean_of(valid_ref)
+    return (f"| {label} | {tokens:.1f} | {spread(sample, times[label])} | {speed[PEER]:.2f}× |"
+            f" {speed[REFERENCE]:.2f}× | {mean_of(valid):.4f} | {change:+.4f}{interval} |"
+            f" {test:.4f} | {test - test_ref:+.4f} |")
 
 
 if __name__ == "__main__":
