@@ -125,33 +125,50 @@ def child_search_ours(corpus: Path, index_path: Path, repeats: int) -> dict:
     return out
 
 
-def child_search_bm25s(corpus: Path, model_dir: Path, repeats: int, backends: str) -> dict:
+def load_bm25s(model_dir: Path, backend: str):
+    """bm25s's saved model, loaded into memory, searching with `backend` (numpy or numba)."""
+    import bm25s
+
+    model = bm25s.BM25.load(str(model_dir), mmap=False)
+    model.backend = backend
+    if backend == "numba":
+        model.activate_numba_scorer()
+    return model
+
+
+def bm25s_searcher(model):
+    """bm25s end to end, as it is used: search(texts, k, threads) tokenizes the query texts, retrieves
+    the top k and maps rows to doc ids (the id table and vocabulary are built once, untimed)."""
     import bm25s
     import numpy as np
 
-    queries = read_queries(corpus)
-    texts = list(queries.values())
+    vocab = model.vocab_dict
+    doc_ids = np.array([f"d{i}" for i in range(model.scores["num_docs"])], dtype=object)
+    selection = "numpy" if model.backend == "numpy" else "auto"
+
+    def search(texts: list[str], k: int, threads: int) -> list:
+        tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False, return_ids=False)
+        tokens = [[t for t in q if t in vocab] or [next(iter(vocab))] for q in tokens]
+        rows, scores = model.retrieve(tokens, k=k, show_progress=False, n_threads=threads,
+                                      backend_selection=selection)
+        return [(doc_ids[r], s) for r, s in zip(rows, scores)]
+
+    return search
+
+
+def child_search_bm25s(corpus: Path, model_dir: Path, repeats: int, backends: str) -> dict:
+    texts = list(read_queries(corpus).values())
     out = {}
     for backend in backends.split(","):
         try:
-            model = bm25s.BM25.load(str(model_dir), mmap=False)
-            model.backend = backend
-            if backend == "numba":
-                model.activate_numba_scorer()
+            search = bm25s_searcher(load_bm25s(model_dir, backend))
         except Exception as e:  # noqa: BLE001 - a backend that does not run here is reported, not fatal
             out[f"{backend}/error"] = f"{type(e).__name__}: {e}"
             continue
-        vocab = model.vocab_dict
-        doc_ids = np.array([f"d{i}" for i in range(model.scores["num_docs"])], dtype=object)
         for threads in THREADS:
             for k in KS:
-                def run(k=k, threads=threads, model=model, vocab=vocab, doc_ids=doc_ids,
-                        selection="numpy" if backend == "numpy" else "auto", texts=texts):
-                    tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False, return_ids=False)
-                    tokens = [[t for t in q if t in vocab] or [next(iter(vocab))] for q in tokens]
-                    rows, scores = model.retrieve(tokens, k=k, show_progress=False, n_threads=threads,
-                                                  backend_selection=selection)
-                    return [(doc_ids[r], s) for r, s in zip(rows, scores)]
+                def run(k=k, threads=threads, search=search, texts=texts):
+                    return search(texts, k, threads)
                 try:
                     # Warm up on 100 queries: a full extra pass of the slow backend costs minutes.
                     warm = lambda run=run: run(texts=texts[:100])  # noqa: E731
