@@ -50,6 +50,7 @@ import statistics
 import sys
 import warnings
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -87,7 +88,7 @@ BOUNDS = ("attention with its softmax, GELU and LayerNorm, each as fast as it ru
           "as the first, on fewer tokens: punctuation word pieces dropped (eval/bench_pruning.py's "
           "punctuation row, eval/results/pruning.md)")
 # Every timed call of a kernel does this many rows (tokens): a call at M tokens repeats the kernel
-# ROWS / M times, so that each call lasts long enough (0.1-0.5 s) for a hiccup of the machine not to
+# ROWS / M times, so that each call lasts long enough (0.05-0.5 s) for a hiccup of the machine not to
 # decide its rate, and every M does the same work. Attention repeats its 16 texts as often.
 ROWS = 8 * TOKENS[-1]
 REPEATS = {m: ROWS // m for m in TOKENS}
@@ -182,10 +183,9 @@ def elementwise_calls(dtype: torch.dtype) -> dict[str, object]:
         hidden, width = torch.randn(m, HIDDEN, dtype=dtype), torch.randn(m, WIDTH, dtype=dtype)
         norm = torch.nn.LayerNorm(WIDTH, eps=1e-12).to(dtype)
         for way in ("none", "tanh"):
-            calls[f"gelu|{'exact' if way == 'none' else way}, {name}|{m}"] = (
-                lambda x=hidden, way=way, n=repeat: [torch.nn.functional.gelu(x, approximate=way)
-                                                     for _ in range(n)])
-        calls[f"layernorm|{name}|{m}"] = lambda x=width, norm=norm, n=repeat: [norm(x) for _ in range(n)]
+            gelu = partial(torch.nn.functional.gelu, hidden, approximate=way)
+            calls[f"gelu|{'exact' if way == 'none' else way}, {name}|{m}"] = repeated(gelu, repeat)
+        calls[f"layernorm|{name}|{m}"] = repeated(partial(norm, width), repeat)
     return calls
 
 
