@@ -175,6 +175,15 @@ def best_batch_sizes(paths: dict, sample: list[str], sizes: list[int]) -> None:
         print(f"{name}: batch size {path.batch_size} ({tried})", file=sys.stderr, flush=True)
 
 
+def fastest_peer(threads: int, sample: list[str], sizes: list[int]) -> PeerPath:
+    """The peer as shipped (fp32, torch threads), warmed up, at its best batch size of `sizes` on the
+    sample."""
+    peer = PeerPath("fp32", threads)
+    peer.encode(sample[:32])
+    best_batch_sizes({PEER: peer}, sample, sizes)
+    return peer
+
+
 def make_paths(args) -> tuple[dict, dict[str, str]]:
     """The peer's paths and ours, by row label; and each label's layout note. The peer's process pools
     start first: spawning them after ONNX Runtime sessions exist failed here (bad fds_to_keep)."""

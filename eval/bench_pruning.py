@@ -33,8 +33,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_dense import LIMIT, PEER, PeerPath, best_batch_sizes, per_query_ndcg  # noqa: E402
-from benchlib import machine_line, mean_of, publish, round_robin, timing_sample  # noqa: E402
+from bench_dense import LIMIT, PEER, fastest_peer, per_query_ndcg  # noqa: E402
+from benchlib import machine_line, mean_of, publish, round_robin, spread, timing_sample  # noqa: E402
 
 from retrieval.analysis import LUCENE_ENGLISH_STOPWORDS  # noqa: E402
 from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
@@ -84,9 +84,7 @@ def main() -> None:
     corpus = list(load_documents("scifact"))
     doc_ids, texts = [d.id for d in corpus], [d.contents for d in corpus]
     sample = timing_sample(texts, args.sample)
-    peer = PeerPath("fp32", args.threads)
-    peer.encode(sample[:32])
-    best_batch_sizes({PEER: peer}, sample, args.batch_sizes)
+    peer = fastest_peer(args.threads, sample, args.batch_sizes)
     times = round_robin({PEER: lambda: peer.encode(sample)}
                         | {label: lambda enc=enc: enc.encode(sample) for label, enc in encoders.items()},
                         args.repeats)
@@ -105,8 +103,8 @@ def main() -> None:
             f" validation nDCG@10 | Δ vs {REFERENCE} (90% interval) | test nDCG@10 | Δ |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     rows += [pruned_row(label, enc, texts, args.sample, times, per_query) for label, enc in encoders.items()]
-    peer_row = f"| {PEER} fp32, batch {peer.batch_size} (the peer) | | {spread(args.sample, times[PEER])} |"
-    rows.insert(2, peer_row + " 1.00× | | | | | |")
+    peer_rate = spread([args.sample / t for t in times[PEER]])
+    rows.insert(2, f"| {PEER} fp32, batch {peer.batch_size} (the peer) | | {peer_rate} | 1.00× | | | | | |")
     publish(args.out, "\n".join([
         "# Token pruning for the dense encoder (all-MiniLM-L6-v2, SciFact)", "",
         f"Precision {base.precision} (and fp32 unpruned, the reference), {args.threads} cores, max length 256"
@@ -128,12 +126,6 @@ def judged_queries(name: str) -> tuple[list[str], dict[str, str], object]:
     return [q for q in topics if q in qrels], topics, qrels
 
 
-def spread(items: int, seconds: list[float]) -> str:
-    """Items a second: median (range)."""
-    rates = [items / t for t in seconds]
-    return f"{statistics.median(rates):.1f} ({min(rates):.1f}–{max(rates):.1f})"
-
-
 def pruned_row(label: str, enc: PrunedEncoder, texts: list[str], sample: int, times: dict[str, list[float]],
                per_query: dict[str, dict[str, dict[str, float]]]) -> str:
     """One row of the table: tokens, speed against the peer and the reference, nDCG@10 and its change."""
@@ -146,7 +138,7 @@ def pruned_row(label: str, enc: PrunedEncoder, texts: list[str], sample: int, ti
     interval = "" if label == REFERENCE else f" ({low:+.4f} to {high:+.4f})"
     test, test_ref = (mean_of(per_query[row]["test"]) for row in (label, REFERENCE))
     change = mean_of(valid) - mean_of(valid_ref)
-    return (f"| {label} | {tokens:.1f} | {spread(sample, times[label])} | {speed[PEER]:.2f}× |"
+    return (f"| {label} | {tokens:.1f} | {spread([sample / t for t in times[label]])} | {speed[PEER]:.2f}× |"
             f" {speed[REFERENCE]:.2f}× | {mean_of(valid):.4f} | {change:+.4f}{interval} |"
             f" {test:.4f} | {test - test_ref:+.4f} |")
 

@@ -129,6 +129,12 @@ def publish(path: Path, text: str) -> None:
     sys.stdout.flush()
 
 
+def spread(values: Sequence[float], digits: int = 1, unit: str = "") -> str:
+    """"median (min–max)" of values (rates over repeats, say)."""
+    return (f"{statistics.median(values):.{digits}f}{unit} ({min(values):.{digits}f}–"
+            f"{max(values):.{digits}f}{unit})")
+
+
 def mean_of(per_item: dict[str, float]) -> float:
     """The mean of per-query (or per-question) scores."""
     return float(np.mean(list(per_item.values())))

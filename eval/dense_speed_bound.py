@@ -60,13 +60,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "eval"))
 
-from bench_dense import PEER, PeerPath, best_batch_sizes  # noqa: E402
+from bench_dense import PEER, fastest_peer  # noqa: E402
 from bench_pruning import drop_sets  # noqa: E402
-from benchlib import machine_line, publish, round_robin, timing_sample  # noqa: E402
+from benchlib import machine_line, publish, round_robin, spread, timing_sample  # noqa: E402
 
 from retrieval.collections import load_documents  # noqa: E402
 from retrieval.dense.encoder import Encoder  # noqa: E402
-from retrieval.local_models import default_model_dir  # noqa: E402
 from retrieval.precision import cpu_has_bf16  # noqa: E402
 
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -202,13 +201,9 @@ class Work:
     tokens: int
 
 
-def sample_work(sample: list[str], drop: set[int] = frozenset()) -> Work:
-    """The encoder's Work on the sample, with the word pieces in `drop` removed after truncation (as
-    eval/bench_pruning.py's PrunedEncoder does)."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(default_model_dir(), local_files_only=True)
-    pieces = tokenizer(sample, truncation=True, max_length=256)["input_ids"]
+def sample_work(pieces: list[list[int]], drop: set[int] = frozenset()) -> Work:
+    """The encoder's Work on the sample's word pieces (truncated to 256), with those in `drop` removed
+    (as eval/bench_pruning.py's PrunedEncoder does)."""
     lengths = np.array([sum(i not in drop for i in ids) for ids in pieces])
     linear = {shape: 6 * lengths.sum() * k * n * count for shape, (k, n, count) in LINEAR_SHAPES.items()}
     return Work(linear, float(6 * (2 * lengths.astype(float) ** 2 * 384).sum()), int(lengths.sum()))
@@ -262,12 +257,6 @@ def calls_to_time(sample: list[str], peer, ours: dict) -> dict:
     return calls
 
 
-def spread(values: list[float], digits: int = 1, unit: str = "") -> str:
-    """"median (min–max)" of values."""
-    return (f"{statistics.median(values):.{digits}f}{unit} ({min(values):.{digits}f}–"
-            f"{max(values):.{digits}f}{unit})")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=2)
@@ -279,12 +268,12 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     texts = [d.contents for d in load_documents("scifact")]
     sample = timing_sample(texts, args.sample)  # the same texts as eval/bench_dense.py times
-    peer = PeerPath("fp32", args.threads)
-    peer.encode(sample[:32])
-    best_batch_sizes({PEER: peer}, sample, args.batch_sizes)
+    peer = fastest_peer(args.threads, sample, args.batch_sizes)
     ours = {name: Encoder(precision=name, threads=args.threads, progress=False) for name in ("fp32", "int8")}
-    work = sample_work(sample)
-    pruned = sample_work(sample, drop_sets(peer.model.tokenizer.get_vocab())["punctuation"])
+    tokenizer = peer.model.tokenizer  # the model's own, as every encoder here uses
+    pieces = tokenizer(sample, truncation=True, max_length=256)["input_ids"]
+    work = sample_work(pieces)
+    pruned = sample_work(pieces, drop_sets(tokenizer.get_vocab())["punctuation"])
     with torch.inference_mode():
         times = round_robin(calls_to_time(sample, peer, ours), args.repeats)
     rounds, bounds = zip(*(bounds_of_round(times, r, work, pruned) for r in range(args.repeats)))
