@@ -12,7 +12,7 @@ machine falls on every loop alike):
   must answer 10x its queries/s, so each query may take (2 / (10 x its
   q/s)) seconds of one thread;
 - on one thread, with the queries analysed beforehand (kernel time only,
-  which flatters ours), four loops over exactly the postings of the query
+  which flatters ours), these loops over exactly the postings of the query
   terms, each compiled with numba:
   1. the committed exhaustive top-10 kernel (what `retrieval search` runs);
   2. a bare scatter-add of every posting's impact into one accumulator of
@@ -21,9 +21,27 @@ machine falls on every loop alike):
   3. the same, adding the codes themselves (no impact table);
   4. reading every posting's docno, code and impact into four independent
      sums: no accumulator at all, so less than any exact method that reads
-     every posting must do in a scalar loop like these. It is not the
-     machine's limit: it reads a query's ~0.9 MB at a few GB/s, far below
-     memory bandwidth; a vectorised layout and loop could go faster.
+     every posting must do in a scalar loop like these;
+  5. streaming every posting's docno and code into two integer sums, a loop
+     the compiler vectorises: the rate at which one thread of this machine
+     fetches a query's postings from memory, the floor of any method that
+     reads them all;
+  6. for block-max pruning over blocks of B consecutive documents (B = 8,
+     16, 32), only the step that every such method starts with: adding each
+     query term's block maxima (precomputed, one entry per block that holds
+     the term: block number and largest code) into one upper bound per block,
+     weighted as the scores are. Nothing is selected or scored after it.
+     eval/scale_pruning_bound.py counts what the rest must still fetch;
+     row 8 stores the frequent terms' maxima densely instead;
+  7. the committed MaxScore kernel given, before it starts, a floor just
+     under each query's final 10th score (an oracle no real method has), so
+     it skips from the first document all it will ever skip: MaxScore at its
+     best. Its top 10 is checked against the exhaustive kernel's;
+  8. block-max over blocks of 8 documents, given the same floors
+     (eval/blockmax_oracle.py: a byte a block bounds a term's impacts, dense
+     for frequent terms; bounds, then exact scoring of the blocks that reach
+     the floor), also checked. Blocks of 8 were the fastest of 8, 16 and 32
+     when it was written.
 Each figure is the median (range) of --repeats rounds, each one pass over
 all queries after a warm-up pass, in microseconds a query and nanoseconds a
 posting.
@@ -36,20 +54,27 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 from numba import njit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import blockmax_oracle  # noqa: E402
 from bench_scale import bm25s_searcher, load_bm25s, read_queries  # noqa: E402
 from benchlib import machine_line, publish, round_robin  # noqa: E402
+
+from retrieval.sparse import kernels  # noqa: E402
+from retrieval.sparse.kernels import maxscore_top_k  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "scale-floor.md"
 K = 10
 TARGET = 10  # issue 14: >= 10x bm25s's best queries/s at k=10
 THREADS = 2  # the threads ours may use for that (the machine's cores)
+BLOCK_SIZES = (8, 16, 32)  # documents a block, for the block-max rows
+ORACLE_SHIFT = 3  # blocks of 8 documents for the whole block-max method: of 8, 16 and 32 the fastest
 
 
 @njit(nogil=True, cache=True)
@@ -96,14 +121,124 @@ def read_only(indptr, docnos, codes, table, bases, terms, weights):
     return a + b + c + d
 
 
+@njit(nogil=True, cache=True)
+def stream(indptr, docnos, codes, terms):
+    """Sum every posting's docno and code (two independent integer sums, vectorised by the compiler)."""
+    a = np.int64(0)
+    c = np.int64(0)
+    for i in range(len(terms)):
+        for p in range(indptr[terms[i]], indptr[terms[i] + 1]):
+            a += docnos[p]
+        for p in range(indptr[terms[i]], indptr[terms[i] + 1]):
+            c += codes[p]
+    return a + c
+
+
+@njit(nogil=True, cache=True)
+def block_maxima(indptr, docnos, codes, term, size):
+    """One term's (block numbers, largest code in each) over blocks of `size` documents: what a block-max
+    index would store for it (codes ascend with impacts within a term, so the largest code is the largest
+    impact)."""
+    start, stop = indptr[term], indptr[term + 1]
+    blocks = np.empty(stop - start, np.int32)
+    most = np.empty(stop - start, np.uint16)
+    n = -1
+    for p in range(start, stop):
+        block = docnos[p] // size
+        if n < 0 or blocks[n] != block:
+            n += 1
+            blocks[n] = block
+            most[n] = codes[p]
+        elif codes[p] > most[n]:
+            most[n] = codes[p]
+    return blocks[:n + 1].copy(), most[:n + 1].copy()
+
+
+@njit(nogil=True, cache=True)
+def block_bounds(entry_ptr, blocks, most, table, bases, slots, terms, weights, bounds):
+    """Add each query term's weighted block maxima (term i's are entries [entry_ptr[slots[i]],
+    entry_ptr[slots[i] + 1])) into bounds, one per block; then zero what was touched."""
+    for i in range(len(terms)):
+        w, base = weights[i], bases[terms[i]]
+        for e in range(entry_ptr[slots[i]], entry_ptr[slots[i] + 1]):
+            bounds[blocks[e]] += w * table[base + most[e]]
+    for i in range(len(terms)):
+        for e in range(entry_ptr[slots[i]], entry_ptr[slots[i] + 1]):
+            bounds[blocks[e]] = 0.0
+
+
+def block_entries(indptr, docnos, codes, queries: list, size: int) -> tuple:
+    """The block maxima of every query term over blocks of `size` documents, as a block-max index would
+    store them: (entry_ptr, blocks, most) by slot, and each query's slots."""
+    slot_of: dict[int, int] = {}
+    parts = []
+    for terms, _ in queries:
+        for t in terms.tolist():
+            if t not in slot_of:
+                slot_of[t] = len(parts)
+                parts.append(block_maxima(indptr, docnos, codes, t, size))
+    entry_ptr = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum([len(b) for b, _ in parts], out=entry_ptr[1:])
+    slots = [np.array([slot_of[t] for t in terms.tolist()], np.int64) for terms, _ in queries]
+    return entry_ptr, np.concatenate([b for b, _ in parts]), np.concatenate([m for _, m in parts]), slots
+
+
+@njit(nogil=True, cache=True)
+def maxscore_oracle(indptr, docnos, codes, table, bases, maxima, query_ptr, terms, weights, floors, num_docs,
+                    out_docs, out_scores):
+    """The MaxScore kernel on every query, each given its floor in advance."""
+    for q in range(len(query_ptr) - 1):
+        a, b = query_ptr[q], query_ptr[q + 1]
+        maxscore_top_k(indptr, docnos, codes, table, bases, maxima, terms[a:b], weights[a:b], K, num_docs,
+                       out_docs[q], out_scores[q], floors[q])
+
+
+def oracle_floors(searcher, weighted: list) -> tuple[list, np.ndarray]:
+    """The exhaustive kernel's top 10 of every query, and floors just under their 10th scores (-inf for a
+    query with fewer hits)."""
+    exact = searcher.search_many(weighted, K, 1, method="exhaustive")
+    return exact, np.array([np.nextafter(scores[-1], -np.inf) if len(scores) == K else -np.inf
+                            for _, scores in exact])
+
+
+def checked(run, exact: list, label: str):
+    """run, after checking that one pass gives the exhaustive top 10 of every query."""
+    docs, scores = run()
+    for q, (want_docs, want_scores) in enumerate(exact):
+        if not (np.array_equal(docs[q, :len(want_docs)], want_docs)
+                and np.array_equal(scores[q, :len(want_docs)], want_scores)):
+            raise SystemExit(f"{label} differs from exhaustive scoring on query {q}")
+    return run
+
+
+def oracle_maxscore(searcher, weighted: list, arrays: tuple, exact: list, floors: np.ndarray):
+    """A pass of maxscore_oracle over all queries, each given its floor."""
+    query_ptr = np.zeros(len(weighted) + 1, np.int64)
+    np.cumsum([len(q) for q in weighted], out=query_ptr[1:])
+    terms = np.array([t for q in weighted for t, _ in q], np.int64)
+    weights = np.array([w for q in weighted for _, w in q], np.float64)
+    docs, scores = np.empty((len(weighted), K), np.int64), np.empty((len(weighted), K))
+    maxima = kernels.readonly(np.asarray(searcher.max_impacts))
+
+    def run() -> tuple[np.ndarray, np.ndarray]:
+        maxscore_oracle(*arrays, maxima, query_ptr, terms, weights, floors, searcher.index.num_docs, docs,
+                        scores)
+        return docs, scores
+    return checked(run, exact, "the oracle MaxScore")
+
+
 def loops(searcher, weighted: list, num_docs: int) -> dict[str, object]:
-    """The four loops of the docstring, each a pass over every query, by row label."""
+    """The loops of the docstring, each a pass over every query, by row label."""
     index, impacts = searcher.index, searcher.impacts
     indptr, docnos = np.asarray(index.indptr), np.asarray(index.docnos)
     codes, table, bases = np.asarray(impacts.codes), np.asarray(impacts.table), np.asarray(impacts.bases)
     queries = [(np.array([t for t, _ in q], np.int64), np.array([w for _, w in q], np.float64))
                for q in weighted]
     scores = np.zeros(num_docs)
+    arrays = tuple(kernels.readonly(a) for a in (indptr, docnos, codes, table, bases))
+    exact, floors = oracle_floors(searcher, weighted)
+    block_max = blockmax_oracle.prepare(arrays, np.asarray(searcher.max_impacts), weighted, floors, num_docs,
+                                        ORACLE_SHIFT, K)
     return {
         "the committed exhaustive top-10 kernel": lambda: searcher.search_many(weighted, K, 1,
                                                                                method="exhaustive"),
@@ -112,7 +247,23 @@ def loops(searcher, weighted: list, num_docs: int) -> dict[str, object]:
         "the same, adding the codes (no impact table)": lambda: [
             scatter_codes(indptr, docnos, codes, t, scores) for t, _ in queries],
         "reading every posting into 4 sums, no accumulator": lambda: [
-            read_only(indptr, docnos, codes, table, bases, t, w) for t, w in queries]}
+            read_only(indptr, docnos, codes, table, bases, t, w) for t, w in queries],
+        "streaming every posting's docno and code into 2 sums (vectorised)": lambda: [
+            stream(indptr, docnos, codes, t) for t, _ in queries]} | {
+        f"block-max, blocks of {size} documents: the block upper bounds alone": partial(
+            bounds_pass, block_entries(indptr, docnos, codes, queries, size), queries, table, bases,
+            np.zeros(-(-num_docs // size))) for size in BLOCK_SIZES} | {
+        "MaxScore (committed kernel), the final 10th score given in advance": oracle_maxscore(
+            searcher, weighted, arrays, exact, floors),
+        f"block-max over blocks of {1 << ORACLE_SHIFT} documents (blockmax_oracle.py), the final 10th score"
+        " given in advance": checked(block_max, exact, "the oracle block-max")}
+
+
+def bounds_pass(entries: tuple, queries: list, table, bases, bounds) -> None:
+    """block_bounds for every query."""
+    entry_ptr, blocks, most, slots = entries
+    for query_slots, (terms, weights) in zip(slots, queries):
+        block_bounds(entry_ptr, blocks, most, table, bases, query_slots, terms, weights, bounds)
 
 
 def main() -> None:

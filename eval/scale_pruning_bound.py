@@ -12,7 +12,14 @@ known in advance (an oracle no real method has). Then:
   bounds), which MaxScore must probe in the other lists;
 - block-max over blocks of B consecutive documents: the blocks whose summed
   per-term block maxima exceed the threshold and the postings in them, and
-  how many block maxima a query must read per posting to know that;
+  how many block maxima a query must read per posting to know that; and in
+  bytes, what memory must deliver: the 64-byte lines of docnos and codes
+  that hold a posting in those blocks (a line is fetched whole, so a skip
+  saves memory traffic only where a whole line is skipped), and the block
+  maxima at a byte each, per term in the cheaper of a dense layout (a byte
+  for every block) and a sparse one (a byte for each block holding the term,
+  its block number not counted), as shares of the bytes of all the queries'
+  postings, which exhaustive scoring streams;
 - the threshold that the two highest-bound terms alone give (an estimate a
   real method could start from), as a share of the final one.
 The words of the synthetic documents are drawn independently, so no
@@ -34,7 +41,8 @@ from benchlib import machine_line, publish  # noqa: E402
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "pruning-bound.md"
 K = 10
-BLOCKS = (8, 32, 128, 512)
+BLOCKS = (8, 16, 32, 128, 512)
+LINE = 64  # bytes a cache line: the unit memory is fetched in
 
 
 def postings(searcher, term: int, weight: float) -> tuple[np.ndarray, np.ndarray]:
@@ -58,8 +66,23 @@ def maxscore_counts(searcher, query, threshold: float, bounds: np.ndarray) -> tu
     return int(lengths.sum()), int(essential), int(((partial > 0) & (partial + rest > threshold)).sum())
 
 
-def block_counts(searcher, query, threshold: float, size: int) -> tuple[float, float, float]:
-    """(share of blocks above the threshold, share of postings in them, block maxima read per posting)."""
+def line_count(positions: np.ndarray, width: int) -> int:
+    """How many 64-byte lines of an array of `width`-byte items hold the items at these positions."""
+    return len(np.unique(positions * width // LINE))
+
+
+def posting_bytes(first: int, positions: np.ndarray) -> int:
+    """Bytes of the 64-byte lines of docnos (4 bytes each) and codes (2) holding these postings of a term
+    whose postings start at `first` (absolute positions, as in the index files)."""
+    absolute = first + positions
+    return LINE * (line_count(absolute, 4) + line_count(absolute, 2))
+
+
+def block_counts(searcher, query, threshold: float, size: int) -> tuple[float, ...]:
+    """(share of blocks above the threshold, share of postings in them, block maxima read per posting,
+    bytes of all the query's postings, bytes of the lines that hold those above the threshold, bytes of
+    the block maxima at one byte each in the cheaper per term of a dense layout (every block) and a
+    sparse one (blocks holding the term; their block numbers not counted))."""
     blocks = -(-searcher.index.num_docs // size)
     upper = np.zeros(blocks)
     lists = [postings(searcher, t, w) for t, w in query]
@@ -70,8 +93,13 @@ def block_counts(searcher, query, threshold: float, size: int) -> tuple[float, f
     live = upper > threshold
     total = sum(len(docs) for docs, _ in lists)
     kept = sum(int(live[docs // size].sum()) for docs, _ in lists)
-    maxima = sum(len(np.unique(docs // size)) for docs, _ in lists)
-    return live.mean(), kept / total, maxima / total
+    held = [len(np.unique(docs // size)) for docs, _ in lists]
+    indptr = searcher.index.indptr
+    firsts = [int(indptr[t]) for t, _ in query]
+    everything = sum(posting_bytes(f, np.arange(len(docs))) for f, (docs, _) in zip(firsts, lists))
+    fetched = sum(posting_bytes(f, np.flatnonzero(live[docs // size])) for f, (docs, _) in zip(firsts, lists))
+    maxima = sum(min(blocks, h) for h in held)
+    return live.mean(), kept / total, sum(held) / total, everything, fetched, maxima
 
 
 def main() -> None:
@@ -114,9 +142,14 @@ def main() -> None:
              f"| MaxScore: documents to probe in the other lists, mean (median) | {probes.mean():,.0f}"
              f" ({np.median(probes):,.0f}) |"]
     for size in BLOCKS:
-        live, kept, read = np.array(blocks[size]).mean(axis=0)
+        live, kept, read = np.array(blocks[size])[:, :3].mean(axis=0)
+        everything, fetched, maxima = np.array(blocks[size])[:, 3:].sum(axis=0)
         lines.append(f"| block-max, blocks of {size}: blocks above the threshold / postings in them /"
                      f" block maxima read per posting | {live:.1%} / {kept:.1%} / {read:.2f} |")
+        lines.append(f"| block-max, blocks of {size}: bytes to fetch, as a share of those exhaustive scoring"
+                     f" streams (all queries): lines holding the postings above / block maxima at a byte each"
+                     f" / both | {fetched / everything:.1%} / {maxima / everything:.1%} /"
+                     f" {(fetched + maxima) / everything:.1%} |")
     lines.append(f"| threshold from the two highest-bound terms, share of the final one, median |"
                  f" {np.median(estimate):.2f} |")
     publish(RESULTS, "\n".join(lines) + "\n")

@@ -25,6 +25,16 @@ def same(a: list, b: list) -> bool:
                                     for x, y in zip(a, b))
 
 
+def zipf_index(path: Path, rng: np.random.Generator, documents: int, exponent: float,
+               vocab: int) -> InvertedIndex:
+    """An index of `documents` random documents of 1-9 terms with Zipf-like frequencies, written to path."""
+    builder = InvertedIndexBuilder()
+    for _ in range(documents):
+        builder.add([f"t{t}" for t in rng.zipf(exponent, size=int(rng.integers(1, 10))) % vocab])
+    builder.write(path)
+    return InvertedIndex(path)
+
+
 @st.composite
 def collections_and_queries(draw):
     vocab = draw(st.integers(1, 12))
@@ -184,11 +194,7 @@ def test_exhaustive_kernel_is_the_same_for_any_window(window, tmp_path):
     from retrieval.sparse import kernels
 
     rng = np.random.default_rng(window)
-    builder = InvertedIndexBuilder()
-    for _ in range(500):
-        builder.add([f"t{t}" for t in rng.zipf(1.5, size=int(rng.integers(1, 10))) % 25])
-    builder.write(tmp_path)
-    index = InvertedIndex(tmp_path)
+    index = zipf_index(tmp_path, rng, documents=500, exponent=1.5, vocab=25)
     impacts = rng.choice([0.0, 0.5, 1.0, 2.5], size=len(index.docnos))
     queries = [sorted({int(t): float(rng.choice([0.0, 1.0, 2.0])) for t in
                        rng.integers(0, index.num_terms, size=int(rng.integers(1, 6)))}.items())
@@ -206,3 +212,32 @@ def test_exhaustive_kernel_is_the_same_for_any_window(window, tmp_path):
                                      query_ptr, terms, weights, k, window, large_k, docs, scores, counts)
             got = [(docs[r, :n], scores[r, :n]) for r, n in enumerate(counts)]
             assert same(got, [searcher.search(q, k) for q in queries]), (k, large_k)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_maxscore_given_a_floor_under_the_kth_score_returns_the_same_top_k(seed, tmp_path):
+    """A floor just under the final k-th score (how eval/scale_floor.py times MaxScore at its best) skips
+    documents from the start yet returns the reference top k; a floor at the k-th score keeps only the
+    documents above it."""
+    from retrieval.sparse import kernels
+
+    rng = np.random.default_rng(seed)
+    index = zipf_index(tmp_path, rng, documents=800, exponent=1.4, vocab=30)
+    searcher = ImpactSearcher(index, rng.choice([0.2, 0.5, 1.0, 2.5], size=len(index.docnos)))
+    book, k = searcher.impacts, 10
+    for _ in range(20):
+        query = sorted({int(t): float(rng.choice([0.5, 1.0, 2.0])) for t in
+                        rng.integers(0, index.num_terms, size=int(rng.integers(2, 6)))}.items())
+        want_docs, want_scores = searcher.search(query, k)
+        if len(want_docs) < k:
+            continue
+        terms = np.array([t for t, _ in query], np.int64)
+        weights = np.array([w for _, w in query])
+        for floor in (np.nextafter(want_scores[-1], -np.inf), want_scores[-1]):
+            docs, scores = np.empty(k, np.int64), np.empty(k)
+            n = kernels.maxscore_top_k(index.indptr, index.docnos, book.codes, book.table, book.bases,
+                                       searcher.max_impacts, terms, weights, k, index.num_docs, docs, scores,
+                                       floor)
+            kept = int((want_scores > floor).sum())
+            assert n == kept and docs[:n].tolist() == want_docs[:n].tolist(), floor
+            assert scores[:n].tolist() == want_scores[:n].tolist()

@@ -117,8 +117,11 @@ def _seek(docnos, p, end, target):
 
 @njit(nogil=True, cache=True)
 def maxscore_top_k(indptr, docnos, codes, table, bases, max_impacts, terms, weights, k, num_docs,
-                   out_docs, out_scores):
-    """Top k of one query (terms, weights: parallel arrays in query order) into out_*; returns the count."""
+                   out_docs, out_scores, floor=-np.inf):
+    """Top k of one query (terms, weights: parallel arrays in query order) into out_*; returns the count.
+
+    `floor`, a score known to be below the k-th best, skips from the start the documents that cannot
+    pass it (eval/scale_floor.py passes just under the final k-th score, to time MaxScore at its best)."""
     m = len(terms)
     if m == 0 or k <= 0:
         return 0
@@ -145,8 +148,10 @@ def maxscore_top_k(indptr, docnos, codes, table, bases, max_impacts, terms, weig
     heap_scores = np.empty(k)
     heap_docs = np.empty(k, np.int64)
     size = 0
-    threshold = -np.inf  # the k-th best score once the heap is full
+    threshold = floor  # the k-th best score once the heap is full
     first_essential = 0  # lists below it cannot lift a document into the top k on their own
+    while first_essential < m and cumulative[first_essential] <= threshold:
+        first_essential += 1
 
     doc = num_docs
     for j in range(m):
@@ -183,7 +188,7 @@ def maxscore_top_k(indptr, docnos, codes, table, bases, max_impacts, terms, weig
             for i in range(m):  # query order, as the exhaustive sum
                 if present[i]:
                     score += contribution[i]
-            if size < k:
+            if size < k and score > floor:
                 heap_scores[size] = score
                 heap_docs[size] = doc
                 _sift_up(heap_scores, heap_docs, size)
