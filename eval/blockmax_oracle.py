@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit
 
 from retrieval.sparse.kernels import _drain, _offer, _seek
+from retrieval.sparse.searcher import flat_queries
 
 LEVELS = 255  # a block's largest impact, as a share of the term's largest, rounded up to 1/LEVELS
 ROUNDING = 1e-5  # relative margin on float32 bounds: far above float32's 6e-8 a step, for up to 100 terms
@@ -130,10 +131,7 @@ def prepare(arrays: tuple, maxima: np.ndarray, weighted: list, floors: np.ndarra
     for t, r in row_of.items():
         levels[r] = dense_term(docnos, codes, table, int(bases[t]), int(indptr[t]), int(indptr[t + 1]),
                                blocks, shift, maxima[t], LEVELS, offsets[r])
-    query_ptr = np.zeros(len(weighted) + 1, np.int64)
-    np.cumsum([len(q) for q in weighted], out=query_ptr[1:])
-    terms = np.array([t for q in weighted for t, _ in q], np.int64)
-    weights = np.array([w for q in weighted for _, w in q], np.float64)
+    query_ptr, terms, weights = flat_queries(weighted)
     dense = np.array([row_of.get(t, -1) for t in terms.tolist()], np.int64)
     scales = (weights * maxima[terms] / LEVELS * (1 + ROUNDING)).astype(np.float32)
     bounds = np.zeros(blocks, np.float32)

@@ -67,6 +67,7 @@ from benchlib import machine_line, publish, round_robin  # noqa: E402
 
 from retrieval.sparse import kernels  # noqa: E402
 from retrieval.sparse.kernels import maxscore_top_k  # noqa: E402
+from retrieval.sparse.searcher import flat_queries  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "scale-floor.md"
@@ -213,10 +214,7 @@ def checked(run, exact: list, label: str):
 
 def oracle_maxscore(searcher, weighted: list, arrays: tuple, exact: list, floors: np.ndarray):
     """A pass of maxscore_oracle over all queries, each given its floor."""
-    query_ptr = np.zeros(len(weighted) + 1, np.int64)
-    np.cumsum([len(q) for q in weighted], out=query_ptr[1:])
-    terms = np.array([t for q in weighted for t, _ in q], np.int64)
-    weights = np.array([w for q in weighted for _, w in q], np.float64)
+    query_ptr, terms, weights = flat_queries(weighted)
     docs, scores = np.empty((len(weighted), K), np.int64), np.empty((len(weighted), K))
     maxima = kernels.readonly(np.asarray(searcher.max_impacts))
 

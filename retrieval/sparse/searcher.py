@@ -35,6 +35,16 @@ METHODS = ("auto", "maxscore", "exhaustive")
 # and tested.
 
 
+def flat_queries(queries: list[WeightedQuery]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The kernels' form of a batch: (query_ptr, terms, weights), query q's terms and weights at
+    [query_ptr[q], query_ptr[q + 1])."""
+    query_ptr = np.zeros(len(queries) + 1, dtype=np.int64)
+    np.cumsum([len(q) for q in queries], out=query_ptr[1:])
+    terms = np.array([t for q in queries for t, _ in q], dtype=np.int64)
+    weights = np.array([w for q in queries for _, w in q], dtype=np.float64)
+    return query_ptr, terms, weights
+
+
 class ImpactSearcher:
     """Sums weighted impacts over postings; used by every sparse ranker.
 
@@ -137,10 +147,7 @@ class ImpactSearcher:
         bar = tqdm(total=len(queries), desc="searching", unit=" queries", disable=None)
 
         def run(chunk: list[WeightedQuery]) -> list[tuple[np.ndarray, np.ndarray]]:
-            query_ptr = np.zeros(len(chunk) + 1, dtype=np.int64)
-            np.cumsum([len(q) for q in chunk], out=query_ptr[1:])
-            terms = np.array([t for q in chunk for t, _ in q], dtype=np.int64)
-            weights = np.array([w for q in chunk for _, w in q], dtype=np.float64)
+            query_ptr, terms, weights = flat_queries(chunk)
             docs = np.empty((len(chunk), k), dtype=np.int64)
             scores = np.empty((len(chunk), k), dtype=np.float64)
             counts = np.empty(len(chunk), dtype=np.int64)
