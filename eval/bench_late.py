@@ -179,18 +179,18 @@ def candidates_table(paths: list[Path], runs: dict, cache_dir: Path | None) -> s
     """
     from retrieval.late.config import TrainConfig
     from retrieval.late.encoder import TokenEncoder
-    from retrieval.late.train import ict_guard, ict_mrr, ict_states
+    from retrieval.late.train import mrr_guard, pair_states, pairs_mrr
 
     enc = TokenEncoder(None, progress=False)
-    ict = {n: ict_states(enc, n, TrainConfig(), cache_dir) for n in OUT_OF_DOMAIN}
+    ict = {n: pair_states(enc, n, TrainConfig(), cache_dir) for n in OUT_OF_DOMAIN}
     rows, eligible = [], []
-    zero = {n: ict_mrr(np.eye(enc.dim, dtype=np.float32), *ict[n]) for n in OUT_OF_DOMAIN}
+    zero = {n: pairs_mrr(np.eye(enc.dim, dtype=np.float32), *ict[n]) for n in OUT_OF_DOMAIN}
     for path in paths:
         proj, _ = load_checkpoint(path)
         held = json.loads(_meta(path)["info"])["heldout_ndcg10"]
-        mrr = {n: ict_mrr(proj, *ict[n]) for n in OUT_OF_DOMAIN}
+        mrr = {n: pairs_mrr(proj, *ict[n]) for n in OUT_OF_DOMAIN}
         test = {n: cached_late(n, runs[n], cache_dir, proj, n == "scifact")["nDCG@10"] for n in runs}
-        if ict_guard([{"ict_mrr": zero}, {"ict_mrr": mrr}], list(OUT_OF_DOMAIN)):
+        if mrr_guard([{"ict_mrr": zero}, {"ict_mrr": mrr}], list(OUT_OF_DOMAIN)):
             eligible.append((held, shown(path)))
         rows.append(f"| `{shown(path)}` | {held} | " + " | ".join(f"{mrr[n]:.4f}" for n in OUT_OF_DOMAIN)
                     + " | " + " | ".join(f"{test[n]:.4f}" for n in runs) + " |")
@@ -210,15 +210,20 @@ def candidates_table(paths: list[Path], runs: dict, cache_dir: Path | None) -> s
 def training_record(info: dict) -> str:
     """What the checkpoint was trained on and how its epoch was chosen, from its own record."""
     cfg = info["config"]
-    ict, guard = cfg.get("pairs_from") or [], info.get("ict_guard") or []
-    signal = (f" and Inverse Cloze Task pairs from the corpora of {', '.join(ict)} "
-              f"({cfg['pairs_per_collection']} per corpus, {cfg['holdout']} held out)" if ict else "")
-    rule = (f" among those whose held-out ICT MRR is at least epoch 0's (zero-shot) on {', '.join(guard)}"
-            if guard else "")
-    rows = ["| epoch | held-out SciFact train nDCG@10 | held-out ICT MRR |", "|---:|---:|---|"]
-    rows += [f"| {h['epoch']} | {h['heldout_ndcg10']} | "
-             f"{', '.join(f'{k} {v}' for k, v in h.get('ict_mrr', {}).items()) or '-'} |"
-             for h in info.get("history", [])]
+    kinds = {"ICT": (cfg.get("pairs_from") or [], info.get("ict_guard") or [], "ict_mrr"),
+             "title": (cfg.get("title_pairs_from") or [], info.get("title_guard") or [], "title_mrr")}
+    signal, rules = "", []
+    for what, (corpora, guard, _) in kinds.items():
+        if corpora:
+            signal += (f" and {what} pairs from the corpora of {', '.join(corpora)} "
+                       f"({cfg['pairs_per_collection']} per corpus, {cfg['holdout']} held out)")
+        if guard:
+            rules.append(f"whose held-out {what} MRR is at least epoch 0's (zero-shot) on {', '.join(guard)}")
+    rule = f" among those {' and '.join(rules)}" if rules else ""
+    rows = ["| epoch | held-out SciFact train nDCG@10 | held-out unlabelled-pair MRR |", "|---:|---:|---|"]
+    for h in info.get("history", []):
+        mrr = [f"{what} {k} {v}" for what, (_, _, key) in kinds.items() for k, v in h.get(key, {}).items()]
+        rows.append(f"| {h['epoch']} | {h['heldout_ndcg10']} | {'; '.join(mrr) or '-'} |")
     return (f"Training signal: SciFact train qrels ({info['heldout_queries']} training queries held out)"
             f"{signal}; {info['training_pairs']} training pairs, anchor {cfg.get('anchor')}, "
             f"{cfg['epochs']} epochs. The epoch is the best on the held-out training queries{rule}; no "

@@ -54,7 +54,7 @@ from retrieval.late import DEFAULT_CHECKPOINT  # noqa: E402
 from retrieval.late import encoder as late_encoder  # noqa: E402
 from retrieval.late.config import TrainConfig  # noqa: E402
 from retrieval.late.model import LateModel, maxsim  # noqa: E402
-from retrieval.late.train import heldout_queries  # noqa: E402
+from retrieval.late.train import training_split  # noqa: E402
 from retrieval.qa import reader as reader_module  # noqa: E402
 from retrieval.qa.marginal import marginalise  # noqa: E402
 from retrieval.qa.metrics import evaluate as squad_evaluate  # noqa: E402
@@ -107,8 +107,7 @@ def late_validation(args, texts: dict[str, str]) -> tuple[Run, dict, dict]:
         recorded = json.loads(f.metadata()["info"])["config"]
     cfg = TrainConfig(seed=recorded["seed"], holdout=recorded["holdout"])
     queries, qrels = load_topics("scifact:train"), load_qrels("scifact:train")
-    qids = [q for q in queries if q in qrels and any(d in texts for d in qrels[q])]
-    held = heldout_queries(qids, cfg)
+    _, held = training_split(queries, qrels, texts, cfg)
     first = bm25_top(args.workdir, "scifact:train")
     return (Run({q: first[q] for q in first if q in held}), queries,
             {q: qrels[q] for q in held})

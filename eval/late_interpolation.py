@@ -47,8 +47,15 @@ from retrieval.late.cache import cached_states  # noqa: E402
 from retrieval.late.config import TrainConfig  # noqa: E402
 from retrieval.late.encoder import TokenEncoder  # noqa: E402
 from retrieval.late.model import load_checkpoint  # noqa: E402
-from retrieval.late.train import heldout_queries, ict_mrr, ict_states, pca_init, rerank_cached  # noqa: E402
-from retrieval.sparse.rankers import BM25  # noqa: E402
+from retrieval.late.train import (  # noqa: E402
+    document_states,
+    pair_states,
+    pairs_mrr,
+    pca_init,
+    rerank_cached,
+    training_inputs,
+    training_split,
+)
 from retrieval.types import Qrels, Run  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "late-interpolation.md"
@@ -58,18 +65,11 @@ TOPICS = "scifact:train"
 
 def validation_set(index: Index, cfg: TrainConfig, encoder: TokenEncoder, cache_dir: Path) -> tuple:
     """(cached query states and rows, cached document states and rows, held-out run and qrels) as
-    `train` builds them from the training topics: the same held-out queries, the same states."""
-    queries, qrels = collections.load_topics(TOPICS), collections.load_qrels(TOPICS)
-    run = BM25(index, hits=max(cfg.depth, cfg.negative_depth))(queries)
-    named = collections.named(TOPICS, files_only=True)
-    if named and named.remove_query_ids:  # as `retrieval train late` does
-        run = run.without_query_ids()
-    docs = {d.id: (d.title, d.text) for d in index.docstore}
+    `retrieval train late` builds them from the training topics: the same split, the same states."""
+    docs, queries, qrels, run, _ = training_inputs(index, TOPICS, None, cfg)
     dindex = {d: i for i, d in enumerate(docs)}
-    qids = [q for q in queries if q in qrels and any(d in dindex for d in qrels[q])]
-    held = heldout_queries(qids, cfg)
-    dstates = cached_states(encoder, [f"{t} {x}" if t else x for t, x in docs.values()], False, cache_dir,
-                            desc="documents")
+    qids, held = training_split(queries, qrels, dindex, cfg)
+    dstates = document_states(encoder, docs, cache_dir)
     qstates = cached_states(encoder, [queries[q] for q in qids], True, cache_dir, desc="queries")
     held_run = Run({q: run[q][:cfg.depth] for q in qids if q in held and q in run})
     return (qstates, {q: i for i, q in enumerate(qids)}, dstates, dindex, held_run,
@@ -90,14 +90,14 @@ def main() -> None:
                                                                             encoder, args.cache_dir)
     start = pca_init(dstates.states, cfg.dim, cfg.seed)
     trained, _ = load_checkpoint(args.checkpoint)
-    ict = {name: ict_states(encoder, name, cfg, args.cache_dir) for name in OUT_OF_DOMAIN}
-    zero = {name: ict_mrr(np.eye(encoder.dim, dtype=np.float32), *ict[name]) for name in OUT_OF_DOMAIN}
+    ict = {name: pair_states(encoder, name, cfg, args.cache_dir) for name in OUT_OF_DOMAIN}
+    zero = {name: pairs_mrr(np.eye(encoder.dim, dtype=np.float32), *ict[name]) for name in OUT_OF_DOMAIN}
     rows = {}
     for a in GRID:
         proj = (start + a * (trained - start)).astype(np.float32)
         late = rerank_cached(proj, qstates, qindex, dstates, dindex, held_run, cfg.depth)
         rows[a] = (evaluate(late, held_qrels, ["nDCG@10"])["nDCG@10"],
-                   {name: ict_mrr(proj, *ict[name]) for name in OUT_OF_DOMAIN})
+                   {name: pairs_mrr(proj, *ict[name]) for name in OUT_OF_DOMAIN})
     recorded = json.loads(_meta(args.checkpoint)["info"])["heldout_ndcg10"]
     if round(rows[1.0][0], 4) != recorded:
         raise SystemExit(f"at a = 1 the held-out nDCG@10 is {rows[1.0][0]:.4f}, the checkpoint records"

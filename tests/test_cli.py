@@ -290,11 +290,15 @@ def test_train_refuses_bad_outputs_and_settings_before_any_training(tiny_docs, t
     (model / "model.safetensors").write_bytes(b"")
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("d1 0 d1 1\nd2 0 d2 1\n")
     capsys.readouterr()
     late = ["train", "late", "--index", str(idx), "--topics", str(tiny_docs)]
     cases = [
         ([*late, "--output", str(idx / "manifest.json")], "is inside the index"),
         ([*late, "--output", str(tmp_path / "other")], "is a directory; expected a file name"),
+        ([*late, "--qrels", str(qrels), "--output", str(tmp_path / "ck.safetensors"), "--title-pairs-from",
+          str(tiny_docs)], "no title pairs could be made from"),  # its bodies are too short
         (["train", "realm", "--index", str(idx), "--reader", str(model), "--output", str(model)],
          "is also an input (the reader)"),
         (["train", "reader", "--output", str(tmp_path / "other")],

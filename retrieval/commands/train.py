@@ -41,7 +41,7 @@ LATE_HELP = {
     "negative_depth": "BM25 depth the hard negatives are drawn from",
     "seed": "random seed (pair order, negatives, held-out queries)",
     "doc_length": "word pieces of a document kept (4 to 512)",
-    "pairs_per_collection": "Inverse Cloze Task pairs made from each --pairs-from corpus",
+    "pairs_per_collection": "unlabelled pairs made from each --pairs-from / --title-pairs-from corpus",
     "lr": "Adam learning rate",
     "temperature": "softmax temperature of the contrastive loss",
     "holdout": "share of the training queries held out to choose the epoch and weight",
@@ -79,29 +79,26 @@ def _add_late(kinds: argparse._SubParsersAction) -> None:
                    help="add unsupervised Inverse Cloze Task pairs (a span of a document -> the rest) "
                    "from these collections' corpora; their queries and qrels are never read (default: "
                    f"{' '.join(d.pairs_from) or 'none'})")
+    p.add_argument("--title-pairs-from", nargs="*", metavar="COLLECTION", default=list(d.title_pairs_from),
+                   help="add unsupervised title -> body pairs from these collections' documents (those "
+                   "with a title field: scifact, cranfield); their queries and qrels are never read "
+                   f"(default: {' '.join(d.title_pairs_from) or 'none'})")
     p.set_defaults(handler=train_late)
 
 
 def train_late(args: argparse.Namespace) -> None:
     from retrieval.index import Index
     from retrieval.late.config import TrainConfig
-    from retrieval.late.train import train
-    from retrieval.sparse.rankers import BM25
+    from retrieval.late.train import train, training_inputs
 
     storage.check_output_file(args.output)  # before any encoding, not after it
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
                          if hasattr(args, f.name)})
     cfg.pairs_from = tuple(cfg.pairs_from)
-    index = Index.open(args.index)
-    queries = collections.load_topics(args.topics)
-    qrels = collections.load_qrels(args.qrels or args.topics)
-    run = BM25(index, hits=max(cfg.depth, cfg.negative_depth))(queries)
-    named = collections.named(args.topics, files_only=True)
-    if named and named.remove_query_ids:
-        run = run.without_query_ids()
-    docs = {d.id: (d.title, d.text) for d in index.docstore}
+    cfg.title_pairs_from = tuple(cfg.title_pairs_from)
+    docs, queries, qrels, run, name = training_inputs(Index.open(args.index), args.topics, args.qrels, cfg)
     info = train(docs, queries, qrels, run, args.output, cfg, cache_dir=args.cache_dir,
-                 threads=args.threads, precision=args.precision, in_domain=named.name if named else None)
+                 threads=args.threads, precision=args.precision, in_domain=name)
     print(json.dumps({k: v for k, v in info.items() if k != "history"}, indent=2))
 
 

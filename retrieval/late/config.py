@@ -25,5 +25,6 @@ class TrainConfig:
     query_length: int = 32
     doc_length: int = 256
     pairs_from: tuple[str, ...] = ()
+    title_pairs_from: tuple[str, ...] = ()
     pairs_per_collection: int = 1000
     anchor: float = 0.01

@@ -1,7 +1,9 @@
-"""Unsupervised training pairs from corpus text alone (Inverse Cloze Task).
+"""Unsupervised training pairs from corpus text alone: Inverse Cloze Task and title -> body.
 
 ICT (Lee et al. 2019, the pre-training signal of ORQA and REALM): a span of a
 document is the pseudo-query and the rest of the document is its positive.
+Title pairs: a document's own title is the pseudo-query and its body the
+positive (only where the collection gives titles a field of their own).
 Spans here are runs of words rather than sentences, because some corpora
 (Vaswani) have no punctuation. A span must be mostly alphabetic words (CACM
 records end in citation numbers and dates) with a few content words (5+
@@ -12,7 +14,7 @@ read: never a collection's queries or qrels.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 MIN_SPAN, MAX_SPAN = 4, 12  # words in a pseudo-query
 MIN_REST = 20  # words left in the positive
@@ -42,15 +44,34 @@ def ict_pair(text: str, rng: random.Random) -> tuple[str, str] | None:
     return None
 
 
+def title_pair(title: str, text: str) -> tuple[str, str] | None:
+    """(title, body) for a document with a title and a body of MIN_REST+ words, else None; a body
+    that opens with its own title (Cranfield's repeats it) has it cut, so the pair is no copy."""
+    title, body = title.strip(), text.strip()
+    if body.lower().startswith(title.lower()):
+        body = body[len(title):].strip()
+    return (title, body) if title and len(body.split()) >= MIN_REST else None
+
+
 def corpus_pairs(texts: Iterable[str], limit: int, seed: int) -> list[tuple[str, str]]:
     """Up to `limit` ICT (pseudo-query, positive) pairs from documents picked in a seeded order."""
-    texts = list(texts)
+    return _seeded_pairs(list(texts), ict_pair, limit, seed)
+
+
+def title_pairs(docs: Iterable[tuple[str, str]], limit: int, seed: int) -> list[tuple[str, str]]:
+    """Up to `limit` (title, body) pairs from (title, text) documents picked in a seeded order."""
+    return _seeded_pairs(list(docs), lambda doc, _: title_pair(*doc), limit, seed)
+
+
+def _seeded_pairs(items: list, make: Callable[[object, random.Random], tuple[str, str] | None],
+                  limit: int, seed: int) -> list[tuple[str, str]]:
+    """`make`'s pairs from `items` in a seeded order, skipping its Nones, until `limit`."""
     rng = random.Random(seed)
-    order = list(range(len(texts)))
+    order = list(range(len(items)))
     rng.shuffle(order)
     pairs = []
     for i in order:
-        pair = ict_pair(texts[i], rng)
+        pair = make(items[i], rng)
         if pair is not None:
             pairs.append(pair)
             if len(pairs) >= limit:

@@ -7,14 +7,15 @@ projection. Each step takes a batch of (query, relevant document) pairs, adds
 `negative_depth` (judged-relevant documents excluded), and minimises the
 cross-entropy of the positive's MaxSim score against every document in the
 batch (in-batch + hard negatives). Optionally, (title, rest of the abstract)
-pairs from the corpus are mixed in, and Inverse Cloze Task pairs (a span of a
-document -> the rest of it, `pairs.py`) from other collections' corpora
-(`pairs_from`; corpus text only, never their queries or qrels). A held-out
-slice of the training queries picks the epoch and the interpolation weight
-with the first stage, among the epochs whose held-out ICT MRR is at least the
-starting point's on every `pairs_from` corpus other than the training
-queries' own (out of domain: do no harm, as far as unlabelled validation pairs
-can tell); test qrels are never read.
+pairs from the corpus are mixed in, and unlabelled pairs from other
+collections' corpora (`pairs.py`; corpus text only, never their queries or
+qrels): Inverse Cloze Task pairs (a span of a document -> the rest of it;
+`pairs_from`) and title -> body pairs (`title_pairs_from`). A held-out slice
+of the training queries picks the epoch and the interpolation weight with the
+first stage, among the epochs whose MRR on each corpus's held-out unlabelled
+pairs is at least the starting point's on every corpus other than the
+training queries' own (out of domain: do no harm, as far as unlabelled
+validation pairs can tell); test qrels are never read.
 The projection starts from the principal directions of document token states,
 so the first epoch starts near zero-shot quality (at dim = hidden size it *is*
 zero-shot: an orthonormal basis keeps every cosine), and `anchor` > 0 adds
@@ -27,8 +28,10 @@ from __future__ import annotations
 import random
 import sys
 import time
+from collections.abc import Container
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -41,8 +44,11 @@ from retrieval.late.cache import Packed, cached_states
 from retrieval.late.config import TrainConfig
 from retrieval.late.encoder import TokenEncoder
 from retrieval.late.model import maxsim, normalise, save_checkpoint
-from retrieval.late.pairs import corpus_pairs
+from retrieval.late.pairs import corpus_pairs, title_pairs
 from retrieval.types import Qrels, Queries, Run
+
+if TYPE_CHECKING:
+    from retrieval.index import Index
 
 
 def _pad(packed: Packed, rows: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -102,6 +108,44 @@ def heldout_queries(qids: list[str], cfg: TrainConfig) -> set[str]:
     return set(order[:int(len(order) * cfg.holdout)])
 
 
+def training_split(queries: Queries, qrels: Qrels, doc_ids: Container[str],
+                   cfg: TrainConfig) -> tuple[list[str], set[str]]:
+    """The training queries (those with a judged document among `doc_ids`) and the held-out share
+    of them that chooses the epoch: the one split training, its validation and benchmarks use."""
+    qids = [q for q in queries if q in qrels and any(d in doc_ids for d in qrels[q])]
+    held = heldout_queries(qids, cfg)
+    if not qids:
+        raise InputError("no training query has a judged document in the index; expected topics and qrels"
+                         " of the indexed collection")
+    if not held:
+        raise InputError(f"holdout {cfg.holdout} of {len(qids)} training queries holds none out, and the"
+                         " held-out queries choose the epoch: raise --holdout")
+    return qids, held
+
+
+def document_states(encoder: TokenEncoder, docs: dict[str, tuple[str, str]],
+                    cache_dir: str | Path | None) -> Packed:
+    """Cached frozen token states of each (title, text) document, title and text as one passage."""
+    contents = [f"{t} {x}" if t else x for t, x in docs.values()]
+    return cached_states(encoder, contents, False, cache_dir, desc="documents")
+
+
+def training_inputs(index: Index, topics: str, qrels: str | None,
+                    cfg: TrainConfig) -> tuple[dict[str, tuple[str, str]], Queries, Qrels, Run, str | None]:
+    """What `retrieval train late` trains on: the index's (title, text) documents, the training
+    topics and qrels (default: the topics' name), their BM25 run (hard negatives; a named
+    collection's self-hits dropped) and the collection's name (None for files)."""
+    from retrieval.sparse.rankers import BM25
+
+    queries, judged = collections.load_topics(topics), collections.load_qrels(qrels or topics)
+    run = BM25(index, hits=max(cfg.depth, cfg.negative_depth))(queries)
+    named = collections.named(topics, files_only=True)
+    if named and named.remove_query_ids:
+        run = run.without_query_ids()
+    docs = {d.id: (d.title, d.text) for d in index.docstore}
+    return docs, queries, judged, run, named.name if named else None
+
+
 def fuse(first: Run, late: Run, weight: float, depth: int) -> Run:
     """weight * minmax(first stage) + (1 - weight) * minmax(late), over the top `depth`."""
     return Run({q: interpolate_ranking(first[q][:depth], late[q], weight) for q in late})
@@ -129,38 +173,32 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     returns the training report (figures on the held-out training queries).
     `precision` (default `auto`) is how the frozen encoder runs here; the
     checkpoint does not record it and runs in any precision. `in_domain` names
-    the collection the training queries come from: its ICT corpus trains but
-    does not guard the epoch choice (the held-out queries speak for it).
+    the collection the training queries come from: its unlabelled pairs train but
+    do not guard the epoch choice (the held-out queries speak for it).
     """
     cfg = config or TrainConfig()
     start = time.time()
     if threads:
         torch.set_num_threads(threads)  # the result depends on the thread count (float reductions)
+    texts = {kind: {stored_name(n): unlabelled_pairs(n, kind, cfg) for n in names}  # before any model work
+             for kind, names in (("ict", cfg.pairs_from), ("titles", cfg.title_pairs_from))}
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
     encoder = TokenEncoder(encoder_model, query_length=cfg.query_length, doc_length=cfg.doc_length,
                            markers=cfg.markers, augment=cfg.augment, threads=threads,
                            precision=precision, progress=None)
-    doc_ids = list(docs)
-    dindex = {d: i for i, d in enumerate(doc_ids)}
-    qids = [q for q in queries if q in qrels and any(d in dindex for d in qrels[q])]
-    held = heldout_queries(qids, cfg)
-    if not qids:
-        raise InputError("no training query has a judged document in the index; expected topics and qrels"
-                         " of the indexed collection")
-    if not held:
-        raise InputError(f"holdout {cfg.holdout} of {len(qids)} training queries holds none out, and the"
-                         " held-out queries choose the epoch: raise --holdout")
-    contents = [f"{t} {x}" if t else x for t, x in docs.values()]
-    dstates = cached_states(encoder, contents, False, cache_dir, desc="documents")
+    dindex = {d: i for i, d in enumerate(docs)}
+    qids, held = training_split(queries, qrels, dindex, cfg)
+    dstates = document_states(encoder, docs, cache_dir)
     qstates = cached_states(encoder, [queries[q] for q in qids], True, cache_dir, desc="queries")
     qindex = {q: i for i, q in enumerate(qids)}
     pairs = [(qstates, qindex[q], dstates, dindex[d], q) for q in qids if q not in held
              for d, g in qrels[q].items() if g > 0 and d in dindex]
     if cfg.titles:
         pairs += _title_pairs(encoder, docs, cache_dir)
-    ict = {stored_name(name): ict_states(encoder, name, cfg, cache_dir) for name in cfg.pairs_from}
-    for iq, idoc, n_train in ict.values():
+    unlabelled = {kind: {name: pair_states(encoder, name, cfg, cache_dir, kind, made)
+                         for name, made in corpora.items()} for kind, corpora in texts.items()}
+    for iq, idoc, n_train in (s for kind in unlabelled.values() for s in kind.values()):
         pairs += [(iq, j, idoc, j, None) for j in range(n_train)]
     negatives = {q: [dindex[d] for d, _ in first_stage.get(q, [])[:cfg.negative_depth]
                      if qrels[q].get(d, 0) <= 0 and d in dindex] for q in qids}
@@ -172,7 +210,8 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     held_q = Queries((q, queries[q]) for q in qids if q in held)
     held_qrels = Qrels((q, qrels[q]) for q in held_q)
     held_run = Run({q: first_stage[q][:cfg.depth] for q in held_q if q in first_stage})
-    guarded = [name for name in ict if name != in_domain]  # out-of-domain corpora: do no harm there
+    guarded = {kind: [name for name in corpora if name != in_domain]  # out of domain: do no harm there
+               for kind, corpora in unlabelled.items()}
     history, best = [], (-1.0, None, 0)
     for epoch in range(cfg.epochs + 1):
         if epoch:
@@ -180,25 +219,27 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
         proj = w.detach().numpy().copy()
         late = rerank_cached(proj, qstates, qindex, dstates, dindex, held_run, cfg.depth)
         ndcg = evaluate(late, held_qrels, ["nDCG@10"])["nDCG@10"]
-        mrr = {name: round(ict_mrr(proj, iq, idoc, n_train), 4) for name, (iq, idoc, n_train) in ict.items()}
-        history.append({"epoch": epoch, "heldout_ndcg10": round(ndcg, 4), "ict_mrr": mrr,
+        mrr = {MRR_KEY[kind]: {name: round(pairs_mrr(proj, *states), 4) for name, states in corpora.items()}
+               for kind, corpora in unlabelled.items() if corpora or kind == "ict"}
+        history.append({"epoch": epoch, "heldout_ndcg10": round(ndcg, 4), **mrr,
                         "seconds": round(time.time() - start, 1)})
-        ict_note = f", held-out ICT MRR {mrr}" if mrr else ""
-        eligible = ict_guard(history, guarded)
-        guard = "" if eligible else " (ICT MRR below epoch 0: not eligible)"
-        _log(f"epoch {epoch}: held-out nDCG@10 {ndcg:.4f}{ict_note}{guard} ({time.time() - start:.0f}s)")
+        note = "".join(f", held-out {key.split('_')[0]} MRR {v}" for key, v in mrr.items() if v)
+        eligible = all(mrr_guard(history, names, MRR_KEY[kind]) for kind, names in guarded.items())
+        guard = "" if eligible else " (held-out MRR below epoch 0: not eligible)"
+        _log(f"epoch {epoch}: held-out nDCG@10 {ndcg:.4f}{note}{guard} ({time.time() - start:.0f}s)")
         if eligible and ndcg > best[0]:
             best = (ndcg, proj, epoch)
     ndcg, proj, epoch = best
     late = rerank_cached(proj, qstates, qindex, dstates, dindex, held_run, cfg.depth)
     weight, fused = best_weight(held_run, late, held_qrels, cfg.depth)
     first = evaluate(held_run, held_qrels, ["nDCG@10"])["nDCG@10"]
-    info = {"config": asdict(cfg) | {"pairs_from": list(ict)},  # corpus names, never this machine's paths
+    sources = {"pairs_from": list(unlabelled["ict"]), "title_pairs_from": list(unlabelled["titles"])}
+    info = {"config": asdict(cfg) | sources,  # corpus names, never this machine's paths
             "best_epoch": epoch, "heldout_ndcg10": round(ndcg, 4),
             "heldout_first_stage_ndcg10": round(first, 4), "interpolate": weight,
             "heldout_fused_ndcg10": round(fused, 4), "train_seconds": round(time.time() - start, 1),
             "training_pairs": len(pairs), "heldout_queries": len(held),
-            "ict_guard": guarded, "history": history}
+            "ict_guard": guarded["ict"], "title_guard": guarded["titles"], "history": history}
     save_checkpoint(output, proj, encoder.settings(), info)
     _log(f"best epoch {epoch}: held-out nDCG@10 {ndcg:.4f} (first stage {first:.4f}); "
          f"interpolation weight {weight} -> {fused:.4f}; wrote {output}")
@@ -234,9 +275,15 @@ def stored_name(corpus: str) -> str:
     return corpus if collections.named(corpus, files_only=True) else collections.describe(corpus)
 
 
-def ict_guard(history: list[dict], corpora: list[str]) -> bool:
-    """Whether the last epoch keeps held-out ICT MRR at or above epoch 0's on each of `corpora`."""
-    start, last = history[0]["ict_mrr"], history[-1]["ict_mrr"]
+MRR_KEY = {"ict": "ict_mrr", "titles": "title_mrr"}  # where an epoch's record keeps each kind's MRR
+
+
+def mrr_guard(history: list[dict], corpora: list[str], key: str = "ict_mrr") -> bool:
+    """Whether the last epoch keeps held-out MRR (ICT, or the kind `key` names) at or above epoch
+    0's on each of `corpora`."""
+    if not corpora:
+        return True
+    start, last = history[0][key], history[-1][key]
     return all(last[name] >= start[name] for name in corpora)
 
 
@@ -259,26 +306,43 @@ def _step(w: torch.nn.Parameter, batch: list, dstates: Packed, negatives: dict[s
     return torch.nn.functional.cross_entropy(scores, torch.arange(len(batch)))
 
 
-def ict_states(encoder: TokenEncoder, name: str, cfg: TrainConfig,
-               cache_dir: str | Path | None) -> tuple[Packed, Packed, int]:
-    """Encoded ICT pairs from collection `name`'s corpus: (pseudo-queries, positives, training count).
+PAIR_KINDS = {"ict": "ICT", "titles": "title"}  # kinds of unlabelled pairs, as the log names them
 
-    Rows from the training count on are held out to measure ICT MRR each epoch.
-    """
+
+def unlabelled_pairs(name: str, kind: str, cfg: TrainConfig) -> list[tuple[str, str]]:
+    """Up to `pairs_per_collection` (pseudo-query, positive) texts of `kind` (ict or titles) from
+    collection `name`'s documents; refuses a corpus that gives none."""
     from retrieval.collections import load_documents
 
-    pairs = corpus_pairs((d.contents for d in load_documents(name)), cfg.pairs_per_collection, cfg.seed)
+    docs, limit = load_documents(name), cfg.pairs_per_collection
+    if kind == "ict":
+        pairs, why = corpus_pairs((d.contents for d in docs), limit, cfg.seed), "documents too short"
+    else:
+        pairs = title_pairs(((d.title, d.text) for d in docs), limit, cfg.seed)
+        why = "expected documents with a title field and a body"
     if not pairs:
-        raise InputError(f"no ICT pairs could be made from {name!r} (documents too short)")
-    queries = cached_states(encoder, [q for q, _ in pairs], True, cache_dir, desc=f"{name} ICT queries")
-    positives = cached_states(encoder, [p for _, p in pairs], False, cache_dir, desc=f"{name} ICT passages")
+        raise InputError(f"no {PAIR_KINDS[kind]} pairs could be made from {name!r} ({why})")
+    return pairs
+
+
+def pair_states(encoder: TokenEncoder, name: str, cfg: TrainConfig, cache_dir: str | Path | None,
+                kind: str = "ict", pairs: list[tuple[str, str]] | None = None) -> tuple[Packed, Packed, int]:
+    """Encoded unlabelled pairs (`pairs`, or `unlabelled_pairs(name, kind, cfg)`):
+    (pseudo-queries, positives, training count).
+
+    Rows from the training count on are held out to measure their MRR each epoch.
+    """
+    pairs = pairs if pairs is not None else unlabelled_pairs(name, kind, cfg)
+    what = f"{name} {PAIR_KINDS[kind]}"
+    queries = cached_states(encoder, [q for q, _ in pairs], True, cache_dir, desc=f"{what} queries")
+    positives = cached_states(encoder, [p for _, p in pairs], False, cache_dir, desc=f"{what} passages")
     n_train = len(pairs) - max(1, int(len(pairs) * cfg.holdout))
-    _log(f"{name}: {len(pairs)} ICT pairs from the corpus, {len(pairs) - n_train} held out")
+    _log(f"{name}: {len(pairs)} {PAIR_KINDS[kind]} pairs from the corpus, {len(pairs) - n_train} held out")
     return queries, positives, max(n_train, 0)
 
 
-def ict_mrr(w: np.ndarray, queries: Packed, positives: Packed, start: int) -> float:
-    """MRR of each held-out ICT pseudo-query's positive among all held-out positives (rows start..)."""
+def pairs_mrr(w: np.ndarray, queries: Packed, positives: Packed, start: int) -> float:
+    """MRR of each held-out pseudo-query's positive among all held-out positives (rows start..)."""
     rows = list(range(start, len(queries)))
     if not rows:
         return 0.0
