@@ -39,7 +39,7 @@ from retrieval.index import Index, build_index  # noqa: E402
 from retrieval.late import DEFAULT_CHECKPOINT, LateModel, LateReranker, build_late, convert_late  # noqa: E402
 from retrieval.late.cache import cached_states  # noqa: E402
 from retrieval.late.model import load_checkpoint  # noqa: E402
-from retrieval.late.train import fuse, rerank_cached  # noqa: E402
+from retrieval.late.train import PAIR_KINDS, fuse, rerank_cached  # noqa: E402
 from retrieval.significance import p_values, paired  # noqa: E402
 from retrieval.sparse.rankers import BM25  # noqa: E402
 
@@ -210,10 +210,9 @@ def candidates_table(paths: list[Path], runs: dict, cache_dir: Path | None) -> s
 def training_record(info: dict) -> str:
     """What the checkpoint was trained on and how its epoch was chosen, from its own record."""
     cfg = info["config"]
-    kinds = {"ICT": (cfg.get("pairs_from") or [], info.get("ict_guard") or [], "ict_mrr"),
-             "title": (cfg.get("title_pairs_from") or [], info.get("title_guard") or [], "title_mrr")}
     signal, rules = "", []
-    for what, (corpora, guard, _) in kinds.items():
+    for kind, (what, field) in PAIR_KINDS.items():
+        corpora, guard = cfg.get(field) or [], info.get(f"{kind}_guard") or []
         if corpora:
             signal += (f" and {what} pairs from the corpora of {', '.join(corpora)} "
                        f"({cfg['pairs_per_collection']} per corpus, {cfg['holdout']} held out)")
@@ -222,7 +221,8 @@ def training_record(info: dict) -> str:
     rule = f" among those {' and '.join(rules)}" if rules else ""
     rows = ["| epoch | held-out SciFact train nDCG@10 | held-out unlabelled-pair MRR |", "|---:|---:|---|"]
     for h in info.get("history", []):
-        mrr = [f"{what} {k} {v}" for what, (_, _, key) in kinds.items() for k, v in h.get(key, {}).items()]
+        mrr = [f"{what} {name} {value}" for kind, (what, _) in PAIR_KINDS.items()
+               for name, value in h.get(f"{kind}_mrr", {}).items()]
         rows.append(f"| {h['epoch']} | {h['heldout_ndcg10']} | {'; '.join(mrr) or '-'} |")
     return (f"Training signal: SciFact train qrels ({info['heldout_queries']} training queries held out)"
             f"{signal}; {info['training_pairs']} training pairs, anchor {cfg.get('anchor')}, "

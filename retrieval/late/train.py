@@ -180,8 +180,8 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     start = time.time()
     if threads:
         torch.set_num_threads(threads)  # the result depends on the thread count (float reductions)
-    texts = {kind: {stored_name(n): unlabelled_pairs(n, kind, cfg) for n in names}  # before any model work
-             for kind, names in (("ict", cfg.pairs_from), ("titles", cfg.title_pairs_from))}
+    texts = {kind: {stored_name(n): unlabelled_pairs(n, kind, cfg) for n in getattr(cfg, field)}
+             for kind, (_, field) in PAIR_KINDS.items()}  # before any model work
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
     encoder = TokenEncoder(encoder_model, query_length=cfg.query_length, doc_length=cfg.doc_length,
@@ -219,12 +219,13 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
         proj = w.detach().numpy().copy()
         late = rerank_cached(proj, qstates, qindex, dstates, dindex, held_run, cfg.depth)
         ndcg = evaluate(late, held_qrels, ["nDCG@10"])["nDCG@10"]
-        mrr = {MRR_KEY[kind]: {name: round(pairs_mrr(proj, *states), 4) for name, states in corpora.items()}
-               for kind, corpora in unlabelled.items() if corpora or kind == "ict"}
-        history.append({"epoch": epoch, "heldout_ndcg10": round(ndcg, 4), **mrr,
+        mrr = {kind: {name: round(pairs_mrr(proj, *states), 4) for name, states in corpora.items()}
+               for kind, corpora in unlabelled.items()}
+        record = {f"{kind}_mrr": values for kind, values in mrr.items()}
+        history.append({"epoch": epoch, "heldout_ndcg10": round(ndcg, 4), **record,
                         "seconds": round(time.time() - start, 1)})
-        note = "".join(f", held-out {key.split('_')[0]} MRR {v}" for key, v in mrr.items() if v)
-        eligible = all(mrr_guard(history, names, MRR_KEY[kind]) for kind, names in guarded.items())
+        note = "".join(f", held-out {PAIR_KINDS[kind][0]} MRR {v}" for kind, v in mrr.items() if v)
+        eligible = all(mrr_guard(history, names, f"{kind}_mrr") for kind, names in guarded.items())
         guard = "" if eligible else " (held-out MRR below epoch 0: not eligible)"
         _log(f"epoch {epoch}: held-out nDCG@10 {ndcg:.4f}{note}{guard} ({time.time() - start:.0f}s)")
         if eligible and ndcg > best[0]:
@@ -233,13 +234,13 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     late = rerank_cached(proj, qstates, qindex, dstates, dindex, held_run, cfg.depth)
     weight, fused = best_weight(held_run, late, held_qrels, cfg.depth)
     first = evaluate(held_run, held_qrels, ["nDCG@10"])["nDCG@10"]
-    sources = {"pairs_from": list(unlabelled["ict"]), "title_pairs_from": list(unlabelled["titles"])}
+    sources = {field: list(unlabelled[kind]) for kind, (_, field) in PAIR_KINDS.items()}
     info = {"config": asdict(cfg) | sources,  # corpus names, never this machine's paths
             "best_epoch": epoch, "heldout_ndcg10": round(ndcg, 4),
             "heldout_first_stage_ndcg10": round(first, 4), "interpolate": weight,
             "heldout_fused_ndcg10": round(fused, 4), "train_seconds": round(time.time() - start, 1),
             "training_pairs": len(pairs), "heldout_queries": len(held),
-            "ict_guard": guarded["ict"], "title_guard": guarded["titles"], "history": history}
+            **{f"{kind}_guard": names for kind, names in guarded.items()}, "history": history}
     save_checkpoint(output, proj, encoder.settings(), info)
     _log(f"best epoch {epoch}: held-out nDCG@10 {ndcg:.4f} (first stage {first:.4f}); "
          f"interpolation weight {weight} -> {fused:.4f}; wrote {output}")
@@ -275,12 +276,9 @@ def stored_name(corpus: str) -> str:
     return corpus if collections.named(corpus, files_only=True) else collections.describe(corpus)
 
 
-MRR_KEY = {"ict": "ict_mrr", "titles": "title_mrr"}  # where an epoch's record keeps each kind's MRR
-
-
 def mrr_guard(history: list[dict], corpora: list[str], key: str = "ict_mrr") -> bool:
-    """Whether the last epoch keeps held-out MRR (ICT, or the kind `key` names) at or above epoch
-    0's on each of `corpora`."""
+    """Whether the last epoch keeps held-out MRR (in its record's `key`: ICT's by default) at or
+    above epoch 0's on each of `corpora`."""
     if not corpora:
         return True
     start, last = history[0][key], history[-1][key]
@@ -306,11 +304,14 @@ def _step(w: torch.nn.Parameter, batch: list, dstates: Packed, negatives: dict[s
     return torch.nn.functional.cross_entropy(scores, torch.arange(len(batch)))
 
 
-PAIR_KINDS = {"ict": "ICT", "titles": "title"}  # kinds of unlabelled pairs, as the log names them
+# Kinds of unlabelled pairs: the name logs and reports use, and the TrainConfig field listing their corpora.
+# A checkpoint records each kind's corpora under that field, its guard as `{kind}_guard` and each epoch's
+# held-out MRR as `{kind}_mrr`.
+PAIR_KINDS = {"ict": ("ICT", "pairs_from"), "title": ("title", "title_pairs_from")}
 
 
 def unlabelled_pairs(name: str, kind: str, cfg: TrainConfig) -> list[tuple[str, str]]:
-    """Up to `pairs_per_collection` (pseudo-query, positive) texts of `kind` (ict or titles) from
+    """Up to `pairs_per_collection` (pseudo-query, positive) texts of `kind` (ict or title) from
     collection `name`'s documents; refuses a corpus that gives none."""
     from retrieval.collections import load_documents
 
@@ -321,7 +322,7 @@ def unlabelled_pairs(name: str, kind: str, cfg: TrainConfig) -> list[tuple[str, 
         pairs = title_pairs(((d.title, d.text) for d in docs), limit, cfg.seed)
         why = "expected documents with a title field and a body"
     if not pairs:
-        raise InputError(f"no {PAIR_KINDS[kind]} pairs could be made from {name!r} ({why})")
+        raise InputError(f"no {PAIR_KINDS[kind][0]} pairs could be made from {name!r} ({why})")
     return pairs
 
 
@@ -333,11 +334,11 @@ def pair_states(encoder: TokenEncoder, name: str, cfg: TrainConfig, cache_dir: s
     Rows from the training count on are held out to measure their MRR each epoch.
     """
     pairs = pairs if pairs is not None else unlabelled_pairs(name, kind, cfg)
-    what = f"{name} {PAIR_KINDS[kind]}"
+    what = f"{name} {PAIR_KINDS[kind][0]}"
     queries = cached_states(encoder, [q for q, _ in pairs], True, cache_dir, desc=f"{what} queries")
     positives = cached_states(encoder, [p for _, p in pairs], False, cache_dir, desc=f"{what} passages")
     n_train = len(pairs) - max(1, int(len(pairs) * cfg.holdout))
-    _log(f"{name}: {len(pairs)} {PAIR_KINDS[kind]} pairs from the corpus, {len(pairs) - n_train} held out")
+    _log(f"{name}: {len(pairs)} {PAIR_KINDS[kind][0]} pairs from the corpus, {len(pairs) - n_train} held out")
     return queries, positives, max(n_train, 0)
 
 
