@@ -17,14 +17,14 @@ install:
 demo: install
 	retrieval run configs/cacm.yaml
 
-test: install
+test: install lint
 	# Debian's Chromium renders the HTML report in the report test (needs root).
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
 		|| echo "warning: chromium not installed; the report screenshot test will fail"
 	$(PYTHON) -m pytest -q
 	# Most CPUs lack bf16 and AVX-512: where this one has either, the model tests run again as on an
 	# AVX2 CPU (the package's choices and torch's kernels both capped).
-	if RETRIEVAL_EMULATE_CPU= RETRIEVAL_NO_BF16= $(PYTHON) -c "import sys; from retrieval.precision import \
+	if RETRIEVAL_EMULATE_CPU= RETRIEVAL_NO_BF16= $(PYTHON) -c "import sys; from retrieval.runtime.precision import \
 		cpu_flags; f = cpu_flags(); sys.exit(not ('avx2' in f and {'avx512f', 'avx512_bf16', 'amx_bf16'} & f))"; \
 		then $(MAKE) --no-print-directory test-avx2; fi
 
@@ -33,6 +33,8 @@ test-avx2:
 
 lint:
 	$(PYTHON) -m ruff check retrieval tests eval
+	# the package's layers (pyproject.toml [tool.importlinter]): each imports only those below it, no circles
+	lint-imports
 
 bench: install
 	$(PIP) install --quiet -e '.[bench]'

@@ -121,12 +121,12 @@ class Native(Engine):
     """This project's index and BM25 stage."""
 
     def build(self, docs: list[Document], workdir: Path) -> None:
-        from retrieval.index import build_index
+        from retrieval.index.native import build_index
 
         build_index(docs, workdir / "native", analyzer=Analyzer(), progress=False, workers=1)
 
     def search(self, queries: Queries, threads: int) -> Hits:
-        from retrieval.index import Index
+        from retrieval.index.native import Index
         from retrieval.sparse.rankers import BM25
 
         if getattr(self, "_stage", None) is None or self._stage.threads != threads:

@@ -16,14 +16,12 @@ training queries (validation: int8 is chosen for `auto` there, never on test),
 from a full-corpus encoding with each path (flat index, query id removed from
 its hits), cached; and the mean cosine of each path's document embeddings to
 fp32's.
-Prints one Markdown table and writes it to eval/results/dense.md; with
-RETRIEVAL_EMULATE_CPU=avx2 (and --out eval/results/dense-avx2.md) it measures
-what an AVX2 CPU gets, peer included (ONNX Runtime cannot be capped, so its
-paths are left out there). eval/results/dense-zen4.md is this command (with
-that --out) on an AMD EPYC Zen 4, whose bf16 has no AMX,
-eval/results/dense-avx2-zen4.md the AVX2 emulation on the same CPU, and
-eval/results/dense-zen3.md this command on an AMD EPYC Zen 3, a real AVX2
-CPU (no AVX-512, no emulation, ONNX Runtime paths included).
+Prints one Markdown table and writes it as this machine's section of
+eval/results/dense.md (one section per machine and command); with
+RETRIEVAL_EMULATE_CPU=avx2 it measures what an AVX2 CPU gets, peer included
+(ONNX Runtime cannot be capped, so its paths are left out there). The file
+keeps runs on an Intel Xeon (AMX bf16), an AMD EPYC Zen 4 (bf16 without AMX)
+and an AMD EPYC Zen 3 (a real AVX2 CPU: no AVX-512, no emulation).
 """
 
 from __future__ import annotations
@@ -48,14 +46,14 @@ sys.path.insert(0, str(ROOT))
 
 from benchlib import machine_line, mean_of, precision_decisions, publish, timing_sample  # noqa: E402
 
-from retrieval import cpu_emulation  # noqa: E402
-from retrieval import precision as precisions  # noqa: E402
 from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
 from retrieval.dense import encoder as dense_encoder  # noqa: E402
 from retrieval.dense.encoder import Encoder  # noqa: E402
 from retrieval.dense.faiss_index import build_faiss  # noqa: E402
-from retrieval.int8_outliers import stored_channels  # noqa: E402
-from retrieval.local_models import cache_root, default_model_dir, model_checksum  # noqa: E402
+from retrieval.runtime import cpu_emulation  # noqa: E402
+from retrieval.runtime import precision as precisions  # noqa: E402
+from retrieval.runtime.int8_outliers import stored_channels  # noqa: E402
+from retrieval.runtime.local_models import cache_root, default_model_dir, model_checksum  # noqa: E402
 from retrieval.types import Run  # noqa: E402
 
 warnings.filterwarnings("ignore", category=UserWarning)

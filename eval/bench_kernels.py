@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchlib import machine_line, publish  # noqa: E402
 
-from retrieval.cpu_emulation import emulable  # noqa: E402
-from retrieval.precision import machine_cpu_flags  # noqa: E402
+from retrieval.runtime.cpu_emulation import emulable  # noqa: E402
+from retrieval.runtime.precision import machine_cpu_flags  # noqa: E402
 
 SHAPES = [(384, 384), (384, 1536), (1536, 384)]  # (in, out) of the layer's Linear modules
 
@@ -40,7 +40,7 @@ import json, statistics, sys, time, warnings
 warnings.filterwarnings("ignore")
 import retrieval  # sets the dispatch caps before torch runs anything
 import torch
-from retrieval import precision
+from retrieval.runtime import precision
 tokens, repeats = int(sys.argv[1]), int(sys.argv[2])
 torch.set_num_threads(1)
 torch.manual_seed(0)

@@ -34,13 +34,13 @@ import torch  # noqa: E402
 from benchlib import cpu_line, publish  # noqa: E402
 
 from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
-from retrieval.evaluation import evaluate, per_query  # noqa: E402
-from retrieval.index import Index, build_index  # noqa: E402
+from retrieval.evaluation.measures import evaluate, per_query  # noqa: E402
+from retrieval.evaluation.significance import p_values, paired  # noqa: E402
+from retrieval.index.native import Index, build_index  # noqa: E402
 from retrieval.late import DEFAULT_CHECKPOINT, LateModel, LateReranker, build_late, convert_late  # noqa: E402
 from retrieval.late.cache import cached_states  # noqa: E402
 from retrieval.late.model import load_checkpoint  # noqa: E402
 from retrieval.late.train import PAIR_KINDS, fuse, rerank_cached  # noqa: E402
-from retrieval.significance import p_values, paired  # noqa: E402
 from retrieval.sparse.rankers import BM25  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "late.md"

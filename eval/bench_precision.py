@@ -15,12 +15,11 @@ checked against the package's choice (INT8_WITHIN_LIMIT); test is reported. Spee
 is timed round-robin over the precisions after a warm-up, median and range
 over --repeats. The dense encoder's table is eval/bench_dense.py's; these
 models have no peer library here, so ratios are against our own fp32. Writes
-eval/results/precision.md; with RETRIEVAL_NO_BF16=1 it measures what a CPU
-without bf16 gets, with RETRIEVAL_EMULATE_CPU=avx2 (and --out
-eval/results/precision-avx2.md) what an AVX2 CPU gets.
-eval/results/precision-zen4.md is this command (with that --out) on an AMD
-EPYC Zen 4, whose bf16 has no AMX, and eval/results/precision-zen3.md on an
-AMD EPYC Zen 3, a real AVX2 CPU (no emulation).
+this machine's section of eval/results/precision.md (one section per machine
+and command); with RETRIEVAL_NO_BF16=1 it measures what a CPU without bf16
+gets, with RETRIEVAL_EMULATE_CPU=avx2 what an AVX2 CPU gets. The file keeps
+runs on an Intel Xeon, an AMD EPYC Zen 4 (bf16 without AMX) and an AMD EPYC
+Zen 3 (a real AVX2 CPU, no emulation).
 """
 
 from __future__ import annotations
@@ -46,10 +45,16 @@ from benchlib import (  # noqa: E402
     timing_sample,
 )
 
-from retrieval import precision as precisions  # noqa: E402
-from retrieval.collections import data_dir, load_documents, load_qrels, load_topics  # noqa: E402
-from retrieval.evaluation import per_query  # noqa: E402
-from retrieval.index import Index, build_index  # noqa: E402
+from retrieval.collections import (  # noqa: E402
+    data_dir,
+    load_documents,
+    load_examples,  # noqa: E402
+    load_qrels,
+    load_topics,
+)
+from retrieval.evaluation.measures import per_query  # noqa: E402
+from retrieval.formats.squad import gold_answers, passage_id, read_squad  # noqa: E402
+from retrieval.index.native import Index, build_index  # noqa: E402
 from retrieval.late import DEFAULT_CHECKPOINT  # noqa: E402
 from retrieval.late import encoder as late_encoder  # noqa: E402
 from retrieval.late.config import TrainConfig  # noqa: E402
@@ -61,7 +66,7 @@ from retrieval.qa.metrics import evaluate as squad_evaluate  # noqa: E402
 from retrieval.qa.metrics import score as answer_score  # noqa: E402
 from retrieval.qa.pipeline import best_answers  # noqa: E402
 from retrieval.qa.reader import SpanReader  # noqa: E402
-from retrieval.qa.squad import gold_answers, load_examples, passage_id, read_squad  # noqa: E402
+from retrieval.runtime import precision as precisions  # noqa: E402
 from retrieval.sparse.rankers import BM25  # noqa: E402
 from retrieval.types import Run, rank  # noqa: E402
 
@@ -196,7 +201,7 @@ def main() -> None:
     (late, late_verdict), (reader, reader_verdict) = late_rows(args), reader_rows(args)
     publish(args.out, "\n".join([
         "# Late interaction and the QA reader in each precision", "",
-        f"{args.threads} cores; **auto** is each model's default on this CPU (`retrieval.precision`)."
+        f"{args.threads} cores; **auto** is each model's default on this CPU (`retrieval.runtime.precision`)."
         f" Speed is timed round-robin on {args.sample} SciFact documents / XQuAD-en questions after a"
         " warm-up.", "",
         "Late-interaction document encoding (committed checkpoint, max length 256); validation: the"

@@ -25,14 +25,15 @@ from pathlib import Path
 import numpy as np
 from benchlib import machine_line, publish
 
-from retrieval.experiment import run_experiment
-from retrieval.index_kinds import open_index
+from retrieval.collections import load_examples
+from retrieval.experiments.runner import run_experiment
+from retrieval.formats.squad import gold_answers, passage_id
+from retrieval.index.kinds import open_index
 from retrieval.qa.evaluation import answer_recall
 from retrieval.qa.marginal import marginalise
 from retrieval.qa.metrics import evaluate
 from retrieval.qa.pipeline import RetrieveThenRead, best_answers, first_stage
 from retrieval.qa.reader import DEFAULT_READER, SpanReader
-from retrieval.qa.squad import gold_answers, load_examples, passage_id
 from retrieval.sparse.rankers import BM25
 from retrieval.types import Queries
 

@@ -24,9 +24,9 @@ Each side at its best setting, labelled in the table:
 - bm25s's build runs under an address-space limit (--bm25s-memory-gb); past
   it, the table says it did not build, and bm25s is not searched at that size.
 Median queries/s over --repeats timed runs after a warm-up, with the range.
-Writes eval/results/scale.md and the log-log plot eval/results/scale.png
-(--out: another Markdown file, its plot beside it with the suffix .png).
-eval/results/scale-zen4.md is this command with that --out on an AMD EPYC Zen 4.
+Writes this machine's section of eval/results/scale.md and the log-log plot
+eval/results/scale.png (--out: another Markdown file, its plot beside it with
+the suffix .png); the Zen 4 section's plot is eval/results/scale-zen4.png.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def timings(fn, repeats: int, warm_up=None) -> list[float]:
 
 def child_build_ours(corpus: Path, index: Path) -> dict:
     from retrieval.collections import load_documents
-    from retrieval.index import build_index
+    from retrieval.index.native import build_index
 
     start = time.perf_counter()
     build_index(load_documents(corpus / "corpus.jsonl"), index, progress=False, workers=2)
@@ -102,7 +102,7 @@ def child_build_bm25s(corpus: Path, out: Path, memory_gb: int) -> dict:
 
 
 def child_search_ours(corpus: Path, index_path: Path, repeats: int) -> dict:
-    from retrieval.index import Index
+    from retrieval.index.native import Index
     from retrieval.sparse.rankers import BM25
 
     queries = read_queries(corpus)

@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 from benchlib import machine_line, publish  # noqa: E402
 
 from retrieval.collections import load_documents  # noqa: E402
-from retrieval.index import build_index  # noqa: E402
-from retrieval.index_kinds import open_index  # noqa: E402
+from retrieval.index.kinds import open_index  # noqa: E402
+from retrieval.index.native import build_index  # noqa: E402
 from retrieval.service.load import percentiles, request, run_load  # noqa: E402
 
 RESULTS = ROOT / "eval" / "results" / "service.md"

@@ -28,7 +28,7 @@ from benchlib import machine_line, median_time, publish  # noqa: E402
 
 from retrieval.collections import load_documents, load_topics  # noqa: E402
 from retrieval.formats.trec import format_run  # noqa: E402
-from retrieval.index import Index, build_index  # noqa: E402
+from retrieval.index.native import Index, build_index  # noqa: E402
 from retrieval.shards import LocalBackend, ShardedIndex, ShardedSparse, build_sharded_index  # noqa: E402
 from retrieval.shards.ray_backend import RayBackend, connect  # noqa: E402
 from retrieval.sparse.rankers import BM25  # noqa: E402

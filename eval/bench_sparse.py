@@ -32,7 +32,7 @@ from benchlib import machine_line, publish, rates  # noqa: E402
 
 from retrieval.analysis import Analyzer  # noqa: E402
 from retrieval.collections import load_documents, load_topics  # noqa: E402
-from retrieval.index import Index, build_index  # noqa: E402
+from retrieval.index.native import Index, build_index  # noqa: E402
 from retrieval.sparse.rankers import BM25  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "sparse.md"

@@ -31,7 +31,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from benchlib import machine_line, publish, rates  # noqa: E402
 
 from retrieval.collections import load_documents, load_topics  # noqa: E402
-from retrieval.index import Index, build_index  # noqa: E402
+from retrieval.index.native import Index, build_index  # noqa: E402
 from retrieval.sparse.kernels import LARGE_K  # noqa: E402
 from retrieval.sparse.rankers import BM25  # noqa: E402
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shlex
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -72,7 +74,7 @@ def cpu_model() -> str:
 
 def cpu_line() -> str:
     """The CPU's model and the instruction sets the neural paths depend on (bf16, AVX-512, VNNI, AVX2)."""
-    from retrieval.precision import instruction_sets
+    from retrieval.runtime.precision import instruction_sets
 
     return f"{cpu_model()} ({instruction_sets()})"
 
@@ -106,8 +108,9 @@ def machine_line(*distributions: str) -> str:
 
 def command_line() -> str:
     """The command that is running, as a reader would retype it (python eval/NAME.py ARGS)."""
-    script = Path(sys.argv[0])
-    where = f"eval/{script.name}" if script.parent.name == "eval" else str(script)
+    script = Path(sys.argv[0]).resolve()
+    root = Path(__file__).resolve().parent.parent
+    where = str(script.relative_to(root)) if script.is_relative_to(root) else str(script)
     switches = ("RETRIEVAL_NO_BF16", "RETRIEVAL_EMULATE_CPU")  # they change what the command measures
     env = [f"{name}={shlex.quote(os.environ[name])}" for name in switches if os.environ.get(name)]
     repo = f"{Path(__file__).resolve().parent.parent}/"
@@ -115,17 +118,57 @@ def command_line() -> str:
     return " ".join([*env, "python", where, *(shlex.quote(a) for a in args)])
 
 
-def publish(path: Path, text: str) -> None:
-    """Print a result file and write it whole to eval/results/, its command under the title.
+PREAMBLE = ("Each section below is the whole output of the command it names, on the machine it names;"
+            " rerunning a command on the same machine replaces its section, so older machines' runs stay"
+            " as dated sections (eval/benchlib.py `publish`).")
+SECTION = re.compile(r"^## Run of (\d{4}-\d{2}-\d{2}) on (.+)$")
 
-    Every results file is the output of one command, named on its third line
-    (tests/test_results_files.py checks this), so no figure is assembled by hand.
+
+@dataclass(frozen=True)
+class Section:
+    """One run in a results file: when, on which machine, by which command, and its text."""
+
+    date: str
+    machine: str
+    command: str
+    body: str
+
+    def render(self) -> str:
+        return (f"## Run of {self.date} on {self.machine}\n\n"
+                f"Regenerate with `{self.command}` (this section is its output).\n{self.body.rstrip()}\n")
+
+
+def read_sections(path: Path) -> tuple[str, list[Section]]:
+    """A results file's title and its sections, newest first ("" and [] when there is no file)."""
+    if not path.is_file():
+        return "", []
+    lines = path.read_text().splitlines()
+    starts = [i for i, line in enumerate(lines) if SECTION.match(line)]
+    sections = []
+    for i, start in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else len(lines)
+        date, machine = SECTION.match(lines[start]).groups()
+        command = re.match(r"^Regenerate with `(.*)` \(this section is its output\)\.$", lines[start + 2])
+        sections.append(Section(date, machine, command.group(1) if command else "",
+                                "\n".join(lines[start + 3:end])))
+    return lines[0], sections
+
+
+def publish(path: Path, text: str) -> None:
+    """Print a run's results and write them into eval/results/: its own section (date, machine, command),
+    replacing the section of the same command on the same machine and keeping the others.
+
+    Every section is the output of the one command it names (tests/test_results_files.py checks this),
+    so no figure is assembled by hand; one file per benchmark holds every machine's runs.
     """
     title, _, body = text.partition("\n")
-    text = f"{title}\n\nRegenerate with `{command_line()}` (this whole file is its output).\n{body}"
-    print(text)
+    run = Section(time.strftime("%Y-%m-%d"), cpu_line(), command_line(), body)
+    _, earlier = read_sections(path)
+    kept = [s for s in earlier if (s.command, s.machine) != (run.command, run.machine)]
+    out = "\n".join([title, "", PREAMBLE, "", *(s.render() for s in [run, *kept])])
+    print(f"{title}\n\n{run.render()}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    path.write_text(out)
     sys.stdout.flush()
 
 
@@ -146,8 +189,8 @@ def precision_decision(model: str, path: str, values: Sequence[float], fp32: Seq
     scores `values` and `fp32`, paired; precision.shown_within_limit). For int8, whether the package agrees
     (the model's `module` records it in INT8_WITHIN_LIMIT per kind of int8 kernel); bf16 is reported, not
     decided: `auto` takes it wherever the CPU has it."""
-    from retrieval import precision as precisions
-    from retrieval.significance import difference_interval
+    from retrieval.evaluation.significance import difference_interval
+    from retrieval.runtime import precision as precisions
 
     within = precisions.shown_within_limit(values, fp32, limit)
     low, high = difference_interval(values, fp32)

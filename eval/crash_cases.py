@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from retrieval.index import Index
+from retrieval.index.native import Index
 
 ROOT = Path(__file__).resolve().parents[1]
 KILL_POINTS = int(os.environ.get("RELIABILITY_KILL_POINTS", "20"))
@@ -28,7 +28,7 @@ from pathlib import Path
 kind, root, points = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 from retrieval import storage
 from retrieval.errors import InputError
-from retrieval.index import Index, build_index
+from retrieval.index.native import Index, build_index
 from retrieval.types import Document, Run
 
 

@@ -50,7 +50,7 @@ from pathlib import Path
 case, root, points = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 from retrieval.cli import main as cli
 from retrieval.formats import read_documents, read_run
-from retrieval.index_kinds import open_index
+from retrieval.index.kinds import open_index
 from retrieval.storage import sha256_file
 
 words = [f"w{i}" for i in range(2000)] + "cat dog garden retrieval neural ranking".split()

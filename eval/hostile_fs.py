@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from retrieval.cli import main as cli  # noqa: E402
-from retrieval.index import Index  # noqa: E402
+from retrieval.index.native import Index  # noqa: E402
 from retrieval.storage import MANIFEST, checksum_file, save_array  # noqa: E402
 
 DOCS = "".join(f"<DOC>\n<DOCNO>d{i}</DOCNO>\n{text}\n</DOC>\n" for i, text in enumerate([

@@ -27,7 +27,7 @@ from hostile_fs import CONFIG, DOCS, QRELS, TOPICS, outcome, print_cases, run_cl
 
 from retrieval.errors import InputError  # noqa: E402
 from retrieval.formats import read_run  # noqa: E402
-from retrieval.index import Index, build_index  # noqa: E402
+from retrieval.index.native import Index, build_index  # noqa: E402
 from retrieval.storage import MANIFEST  # noqa: E402
 from retrieval.types import Document, Run  # noqa: E402
 

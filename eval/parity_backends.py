@@ -33,10 +33,10 @@ import numpy as np
 from benchlib import publish
 
 from retrieval.collections import COLLECTIONS, load_documents, load_qrels, load_topics
-from retrieval.evaluation import evaluate, per_query
-from retrieval.index import Index, build_index
+from retrieval.evaluation.measures import evaluate, per_query
+from retrieval.index.lucene_norms import quantised_lengths
+from retrieval.index.native import Index, build_index
 from retrieval.lucene import LuceneBM25, LuceneQLD, build_lucene_index, jvm
-from retrieval.sparse.lucene_norms import quantised_lengths
 from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
 from retrieval.types import Qrels, Run
 

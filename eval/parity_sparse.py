@@ -15,8 +15,8 @@ from pathlib import Path
 from benchlib import publish
 
 from retrieval.collections import COLLECTIONS, load_documents, load_qrels, load_topics
-from retrieval.evaluation import evaluate
-from retrieval.index import Index, build_index
+from retrieval.evaluation.measures import evaluate
+from retrieval.index.native import Index, build_index
 from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
 
 RESULTS = Path(__file__).parent / "results" / "parity_sparse.md"

@@ -181,13 +181,13 @@ KNOWN_BUGS: dict[tuple[str, str], str] = {}  # (reader, case) -> why; none open
 
 
 def _config(path: Path) -> Any:
-    from retrieval.config import load_config
+    from retrieval.experiments.config import load_config
 
     return load_config(path)
 
 
 def _squad(path: Path) -> Any:
-    from retrieval.qa.squad import read_squad
+    from retrieval.formats.squad import read_squad
 
     return read_squad(path)
 
@@ -380,7 +380,7 @@ def integrity_rows() -> list[tuple[str, int, int, int]]:
     import shutil
 
     from retrieval.dense.faiss_index import add_dense
-    from retrieval.index import build_index
+    from retrieval.index.native import build_index
     from retrieval.late import build_late
 
     rows = []

@@ -12,15 +12,15 @@ import os
 # it must be set before torch first calls MKL.
 os.environ.setdefault("MKL_CBWR", "AUTO")
 
-from retrieval import cpu_emulation  # noqa: F401  (on import: caps torch's kernels before they first run)
+from retrieval.runtime import cpu_emulation  # noqa: F401  (on import: caps torch's kernels before they first run)
 
 # The API below is imported when first used, so `import retrieval` (and with it the `retrieval`
 # command's start-up, where Ctrl-C must still end in one line) does not load numpy, numba or torch.
 _EXPORTS = {
     "BM25": "retrieval.sparse.rankers", "RM3": "retrieval.sparse.rankers",
-    "QueryLikelihood": "retrieval.sparse.rankers", "Index": "retrieval.index",
-    "build_index": "retrieval.index", "evaluate": "retrieval.evaluation",
-    "per_query": "retrieval.evaluation", "Run": "retrieval.types", "Queries": "retrieval.types",
+    "QueryLikelihood": "retrieval.sparse.rankers", "Index": "retrieval.index.native",
+    "build_index": "retrieval.index.native", "evaluate": "retrieval.evaluation.measures",
+    "per_query": "retrieval.evaluation.measures", "Run": "retrieval.types", "Queries": "retrieval.types",
     "Qrels": "retrieval.types", "Document": "retrieval.types", "InputError": "retrieval.errors",
     "read_run": "retrieval.formats", "write_run": "retrieval.formats",
     "read_topics": "retrieval.formats", "read_qrels": "retrieval.formats",

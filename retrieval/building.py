@@ -34,7 +34,7 @@ def late_part(model: str | Path | None, precision: str | None, compression: str 
     """A late-interaction part to build (a shards.late.LateSource): the checkpoint loaded, and so
     checked, before anything is written."""
     from retrieval.late import LateModel
-    from retrieval.precision import torch_path
+    from retrieval.runtime.precision import torch_path
     from retrieval.shards.late import LateSource
 
     return LateSource(LateModel(model, threads=threads, precision=torch_path(precision)), compression)
@@ -50,7 +50,7 @@ def build_with_parts(documents: Iterable[Document], path: Path, *, source: str, 
 
         return build_sharded_index(documents, path, shards, source=source, analyzer=analyzer,
                                    workers=workers, dense=dense, late=late, force=force)
-    from retrieval.index import build_index
+    from retrieval.index.native import build_index
 
     return build_index(documents, path, source=source, analyzer=analyzer, workers=workers, force=force,
                        then=lambda built: add_parts(built, dense, late))
@@ -60,8 +60,8 @@ def replace_parts(path: Path, dense: Any = None, late: Any = None) -> dict[str, 
     """Add (or replace) the dense and late parts of the single index at `path` as a whole: they are
     built into a copy of hard links that replaces the index only when every part is done, so a
     failure or a kill leaves the index as it was. Returns the parts' manifest entries."""
-    from retrieval.index import linked_index
-    from retrieval.index_kinds import index_kind
+    from retrieval.index.kinds import index_kind
+    from retrieval.index.native import linked_index
 
     kind = index_kind(path)
     if kind != "native":

@@ -97,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)  # `kill`, `timeout`: clean up as Ctrl-C does
     try:
         args = _parse(argv)  # imports the commands, so Ctrl-C during start-up is caught here too
-        from retrieval import collections, precision
+        from retrieval import collections
+        from retrieval.runtime import precision
 
         collections.set_data_dir(args.data_dir)
         _refuse_output_over_input(args)

@@ -3,7 +3,9 @@
 A collection is named (`cacm`, `scifact`, `vaswani`, `cranfield`; `xquad-open`,
 the passages of the question-answering sets) and topics
 and qrels take an optional split (`scifact:train`; the default is the test
-split). Anything that is not a known name is treated as a path.
+split). Anything that is not a known name is treated as a path. The
+question-answering sets (`xquad-en`, `squad2-dev` and their splits) are named
+the same way (`load_examples`).
 
 The data directory comes from `--data-dir`, else `$RETRIEVAL_DATA`, else
 `../shared/data` beside the working directory or beside this checkout.
@@ -14,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tarfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from retrieval.formats import read_documents, read_qrels, read_topics
 from retrieval.formats.html import read_html_tarball
 from retrieval.formats.jsonl import read_beir_queries, read_jsonl_documents
 from retrieval.formats.smart import read_cranfield_qrels, read_smart_documents, read_smart_queries
+from retrieval.formats.squad import Example, exclude_paragraphs, passage_documents, read_squad
 from retrieval.formats.textfile import check_id, decode
 from retrieval.formats.trec import check_topic_field, only_text, read_trec_documents, read_trec_topics
 from retrieval.types import Document, Qrels, Queries
@@ -116,8 +119,6 @@ COLLECTIONS: dict[str, Collection] = {
 
 
 def _squad_passages(root: Path) -> Iterator[Document]:
-    from retrieval.qa.passages import passage_documents
-
     return passage_documents([root / "xquad-en" / "xquad.en.json", root / "squad2-dev" / "dev-v2.0.json"])
 
 
@@ -268,3 +269,49 @@ def _content_sha256(path: Path) -> str:
         name = os.fsencode(item.relative_to(path).as_posix())  # a name need not be UTF-8
         digest.update(name + f"\0{sha256_file(item)}\n".encode())
     return digest.hexdigest()
+
+
+# ---------------------------------------------------------------- question-answering sets
+
+QA_SETS = {"xquad-en": "xquad-en/xquad.en.json", "squad2-dev": "squad2-dev/dev-v2.0.json"}
+VALIDATION_ARTICLES = 3  # squad2-dev articles held out for choosing settings (split_articles)
+
+
+def split_articles(examples: Sequence[Example], n: int) -> tuple[list[Example], list[Example]]:
+    """(training, validation): the validation set is every question of `n` articles, the articles
+    whose title has the smallest SHA-256 (a fixed, content-blind choice)."""
+    titles = sorted({ex.title for ex in examples}, key=lambda t: hashlib.sha256(t.encode()).hexdigest())
+    if n >= len(titles):
+        raise InputError(f"cannot hold out {n} of the {len(titles)} articles left for training")
+    held = set(titles[:n])
+    validation = [ex for ex in examples if ex.title in held]
+    if all(ex.impossible for ex in validation):  # closed-setting F1 is over answerable questions only
+        raise InputError(f"the {n} held-out article(s) have no answerable question to choose an epoch by;"
+                         " hold out more articles")
+    return [ex for ex in examples if ex.title not in held], validation
+
+
+def load_examples(spec: str | Path) -> list[Example]:
+    """A SQuAD file, or a named set in the data directory with an optional split:
+
+    - `xquad-en` (the evaluation set, 1,190 questions) and `xquad-en:unseen` (its questions
+      from the 32 articles of which squad2-dev, the training data, has no paragraph);
+    - `squad2-dev:train` / `squad2-dev:validation`: squad2-dev without any xquad-en
+      paragraph, split by article (VALIDATION_ARTICLES held out, chosen by title hash);
+      `squad2-dev` alone is the whole file.
+    """
+    name, _, split = str(spec).partition(":")
+    if name not in QA_SETS or Path(str(spec)).exists():
+        return read_squad(spec)
+    root = data_dir()
+    examples = read_squad(root / QA_SETS[name])
+    if not split:
+        return examples
+    if name == "xquad-en" and split == "unseen":
+        seen = {ex.title for ex in read_squad(root / QA_SETS["squad2-dev"])}
+        return [ex for ex in examples if ex.title not in seen]
+    if name == "squad2-dev" and split in ("train", "validation"):
+        kept = exclude_paragraphs(examples, read_squad(root / QA_SETS["xquad-en"]))
+        return split_articles(kept, VALIDATION_ARTICLES)[split == "validation"]
+    raise InputError(f"unknown QA set {str(spec)!r}; expected xquad-en, xquad-en:unseen, squad2-dev,"
+                     " squad2-dev:train, squad2-dev:validation or a SQuAD file")

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple
 
 import numpy as np
 
 from retrieval.errors import InputError
+
+_WORD = re.compile(r"[^\s\x00-\x1f\x7f]+")
+is_word = _WORD.fullmatch  # an id: no whitespace or control characters, not empty
 
 Ranking = list[tuple[str, float]]
 
@@ -68,8 +72,6 @@ def rank(hits: Iterable[tuple[str, float]]) -> Ranking:
 def _check_hits(pairs: list[tuple[object, object]]) -> None:
     """InputError naming the first hit whose doc id is not a word (a string without whitespace)
     or whose score is not a number; checked in bulk, as every reranker's output passes here."""
-    from retrieval.formats.textfile import is_word  # (formats import this module)
-
     ids_ok = all(isinstance(d, str) and d for d, _ in pairs) and is_word("".join(d for d, _ in pairs) or "x")
     scores_ok = all(type(s) is float or type(s) is int or (isinstance(s, numbers.Real)
                                                           and not isinstance(s, bool)) for _, s in pairs)

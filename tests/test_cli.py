@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from retrieval.cli import main
-from retrieval.index import Index
+from retrieval.index.native import Index
 
 
 def run_cli(*args):

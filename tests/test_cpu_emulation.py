@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from retrieval import precision
+from retrieval.runtime import precision
 
-REPORT = ("import retrieval, torch; from retrieval import precision as p; "
+REPORT = ("import retrieval, torch; from retrieval.runtime import precision as p; "
           "print(p.instruction_sets(), p.cpu_has_bf16(), p.int8_kernel(),"
           " torch.backends.cpu.get_cpu_capability(), os.environ['FBGEMM_ENABLE_INSTRUCTIONS'], sep='|')")
 
@@ -42,6 +42,6 @@ def test_emulation_refuses_once_torch_chose_its_kernels():
     if "avx512f" not in precision.machine_cpu_flags():
         pytest.skip("this CPU's torch kernels are AVX2 already")
     code = ("import torch; torch.ones(4).sum(); torch.backends.cpu.get_cpu_capability(); "
-            "import retrieval; from retrieval import precision as p; p.cpu_flags()")
+            "import retrieval; from retrieval.runtime import precision as p; p.cpu_flags()")
     out = run_python(code, RETRIEVAL_EMULATE_CPU="avx2")
     assert out.returncode != 0 and "torch already dispatches to AVX512 kernels" in out.stderr

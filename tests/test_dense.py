@@ -12,9 +12,9 @@ from retrieval.dense import DenseRetriever, Encoder, add_dense, build_dense_part
 from retrieval.dense.encoder import pool, read_st_config
 from retrieval.dense.faiss_index import build_faiss, index_params
 from retrieval.errors import InputError
-from retrieval.fusion import RRF, Interpolate, interpolate, minmax, rrf
-from retrieval.index import build_index
-from retrieval.local_models import default_model_dir
+from retrieval.index.native import build_index
+from retrieval.pipeline.fusion import RRF, Interpolate, interpolate, minmax, rrf
+from retrieval.runtime.local_models import default_model_dir
 from retrieval.types import Document, Queries, Run
 
 TEXTS = ["The cat sat on the mat.", "Dogs chase cats in the garden.",
@@ -99,7 +99,7 @@ def test_output_order_and_batching_do_not_change_embeddings(fp32):
 
 def test_default_path_close_to_fp32(fp32, default):
     # bf16 measured >= 0.999, the int8 default 0.983-0.990 (one text a batch, outlier channels in fp32:
-    # retrieval.int8_outliers; mean over SciFact's documents 0.989, eval/results/dense.md)
+    # retrieval.runtime.int8_outliers; mean over SciFact's documents 0.989, eval/results/dense.md)
     cos = (default.encode(TEXTS) * fp32.encode(TEXTS)).sum(axis=1)
     assert cos.min() > 0.98
 
@@ -147,7 +147,7 @@ def test_no_dense_part_is_input_error(index_dir):
 
 
 def test_add_dense_to_a_built_index(tmp_path, tiny_docs, default):
-    from retrieval.index import Index, build_index
+    from retrieval.index.native import Index, build_index
 
     build_index(collections.load_documents(tiny_docs), tmp_path / "ix", progress=False)
     add_dense(tmp_path / "ix", encoder=default, index_type="hnsw", params={"m": 8})
@@ -230,7 +230,7 @@ def test_scifact_ndcg_matches_mteb(scifact_dense_index, default):
 
 
 def test_tune_weight_picks_the_better_run():
-    from retrieval.fusion import tune_weight
+    from retrieval.pipeline.fusion import tune_weight
 
     qrels = {"q": {"a": 1}}
     best, scores = tune_weight(RUN_A, RUN_B, qrels, grid=[0.0, 0.6, 1.0])
@@ -239,8 +239,8 @@ def test_tune_weight_picks_the_better_run():
 
 @pytest.mark.slow
 def test_scifact_hybrid_with_weight_chosen_on_train(scifact_dense_index):
-    from retrieval.evaluation import evaluate
-    from retrieval.fusion import interpolate, tune_weight
+    from retrieval.evaluation.measures import evaluate
+    from retrieval.pipeline.fusion import interpolate, tune_weight
     from retrieval.sparse.rankers import BM25
 
     bm25, dense = BM25(scifact_dense_index), DenseRetriever(scifact_dense_index, hits=1000)
@@ -258,7 +258,7 @@ def test_dense_part_records_no_precision_and_queries_in_this_machines(index_dir,
     """An index never stores how it was encoded; its queries run in `auto` on whatever CPU opens it."""
     monkeypatch.setenv("RETRIEVAL_NO_BF16", "1")
     from retrieval.dense.encoder import INT8_WITHIN_LIMIT
-    from retrieval.precision import int8_allowed
+    from retrieval.runtime.precision import int8_allowed
 
     entry = build_dense_part(index_dir, IDS, TEXTS, encoder=Encoder(precision="int8", progress=False))
     assert "precision" not in entry
@@ -303,8 +303,8 @@ def test_dense_query_encoder_replaces_the_index_model_for_queries(index_dir, def
 def test_weighted_sum_is_cos_plus_weighted_bm25(index_dir, default):
     import math
 
-    from retrieval.fusion import WeightedSum
-    from retrieval.index import Index
+    from retrieval.index.native import Index
+    from retrieval.pipeline.fusion import WeightedSum
     from retrieval.sparse.rankers import BM25
 
     build_dense_part(index_dir, IDS, TEXTS, encoder=default)

@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from retrieval import experiment, report
 from retrieval.cli import main as cli_main
 from retrieval.errors import InputError
-from retrieval.experiment import load_config, run_experiment
-from retrieval.pipeline import Cut, Pipeline, pipe
-from retrieval.rankers import build
-from retrieval.significance import compare, holm
+from retrieval.evaluation.significance import compare, holm
+from retrieval.experiments import report
+from retrieval.experiments import runner as experiment
+from retrieval.experiments.runner import load_config, run_experiment
+from retrieval.pipeline.stage import Cut, Pipeline, pipe
+from retrieval.registry import build
 from retrieval.types import Queries, Run
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -464,7 +465,7 @@ def test_report_renders_in_headless_chromium(small_experiment, tmp_path):
 
 
 def test_unanswered_judged_queries_score_zero_unless_only_answered(tmp_path, capsys):
-    from retrieval.evaluation import evaluate, per_query
+    from retrieval.evaluation.measures import evaluate, per_query
 
     qrels = {"1": {"a": 1}, "2": {"b": 1}, "3": {"c": 1}}
     run = Run({"1": [("a", 1.0)], "2": [("x", 1.0)]})
@@ -496,13 +497,13 @@ def test_config_runs_late_reranking_on_a_sharded_index(tmp_path, tiny_docs):
         texts[name] = {s: p.read_text().replace(name, "") for s, p in outcome.run_files.items()}
         assert set(outcome.means) == {"bm25", "bm25>>late"}
     assert texts["sharded"] == texts["single"]
-    from retrieval.index_kinds import open_index
+    from retrieval.index.kinds import open_index
 
     assert open_index(tmp_path / "sharded").kind == "sharded" and open_index(tmp_path / "sharded").has("late")
 
 
 def test_shipped_qa_config_chooses_settings_on_validation_only():
-    from retrieval.qa.squad import load_examples
+    from retrieval.collections import load_examples
 
     cfg = load_config(CONFIGS / "xquad.yaml")
     qa = cfg.qa
@@ -524,7 +525,7 @@ def _squad(path: Path, title: str, paragraphs: list[tuple[str, list[tuple[str, s
 
 @pytest.mark.slow
 def test_qa_config_selects_on_validation_and_reports_every_passage_count(tmp_path):
-    from retrieval.qa.squad import passage_id
+    from retrieval.formats.squad import passage_id
 
     test = _squad(tmp_path / "test.json", "Rivers", [
         ("The Nile is the longest river in Africa and flows into the Mediterranean Sea.",
@@ -563,7 +564,7 @@ def test_qa_config_selects_on_validation_and_reports_every_passage_count(tmp_pat
 def test_runs_and_qrels_from_user_data_are_checked_not_coerced():
     """A Run or qrels built by hand: a bad id, score or grade is an InputError, never silently
     converted (None is not the id 'None') nor a TypeError deep inside pytrec_eval."""
-    from retrieval.evaluation import evaluate
+    from retrieval.evaluation.measures import evaluate
 
     for bad in ({"q": [(None, 1.0)]}, {"q": [(b"d1", 1.0)]}, {"q": [("a b", 1.0)]}, {"q": [("a", "1.5")]},
                 {"q": [("a", True)]}, {1: [("a", 1.0)]}, [("q", [("a", 1.0)])], {"q": [1]}):

@@ -6,7 +6,7 @@ import pytest
 from retrieval import storage
 from retrieval.errors import InputError
 from retrieval.formats import read_documents
-from retrieval.index import Index, build_index, native_index
+from retrieval.index.native import Index, build_index, native_index
 from retrieval.types import Document
 
 
@@ -102,7 +102,7 @@ def test_a_full_disk_is_an_oserror_naming_the_file(tmp_path, monkeypatch):
     import errno
     import sqlite3
 
-    from retrieval.docstore import write_docstore
+    from retrieval.index.docstore import write_docstore
 
     def full(fd, offset, length):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -219,7 +219,7 @@ def test_spilled_runs_merge_to_one_global_sort(tmp_path):
 
     from retrieval import collections
     from retrieval.analysis import Analyzer
-    from retrieval.sparse.inverted import InvertedIndexBuilder
+    from retrieval.index.postings import InvertedIndexBuilder
 
     analyzer = Analyzer()
     docs = [analyzer(d.contents) for d in collections.load_documents("cacm")]

@@ -11,7 +11,7 @@ import pytest
 from retrieval import collections
 from retrieval.cli import main
 from retrieval.errors import InputError
-from retrieval.index import Index, build_index
+from retrieval.index.native import Index, build_index
 from retrieval.late import (
     LateModel,
     LateReranker,
@@ -198,7 +198,7 @@ def test_reranker_stage_errors(tiny_index, zero_shot):
 
 
 def test_registered_as_a_ranker(tiny_index):
-    from retrieval.rankers import build
+    from retrieval.registry import build
 
     stage = build("late", tiny_index, checkpoint="zero-shot", depth=3, hits=10)
     assert isinstance(stage, LateReranker) and stage.depth == 3
@@ -361,7 +361,7 @@ def scifact_subset_runs(scifact_index):
 
 @pytest.mark.slow
 def test_checkpoint_beats_bm25_on_scifact_subset(scifact_subset_runs):
-    from retrieval.evaluation import evaluate
+    from retrieval.evaluation.measures import evaluate
     from retrieval.types import Qrels
 
     bm25, late = scifact_subset_runs
@@ -390,7 +390,7 @@ def cacm_runs(cacm_index):
 
 @pytest.mark.slow
 def test_checkpoint_does_not_lose_to_bm25_on_cacm(cacm_runs):
-    from retrieval.evaluation import evaluate
+    from retrieval.evaluation.measures import evaluate
 
     bm25, late = cacm_runs
     qrels = collections.load_qrels("cacm")

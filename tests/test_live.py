@@ -11,9 +11,9 @@ import pytest
 from retrieval import collections
 from retrieval.cli import main
 from retrieval.formats.trec import format_run
-from retrieval.index import build_index
-from retrieval.index_kinds import open_index
-from retrieval.rankers import build
+from retrieval.index.kinds import open_index
+from retrieval.index.native import build_index
+from retrieval.registry import build
 from retrieval.shards import live
 from retrieval.shards.live import add_documents, delete_documents, optimize
 from retrieval.types import Document
@@ -150,8 +150,8 @@ READER = """
 import sys, time
 from pathlib import Path
 from retrieval.formats.trec import format_run
-from retrieval.index_kinds import open_index
-from retrieval.rankers import build
+from retrieval.index.kinds import open_index
+from retrieval.registry import build
 from retrieval.types import Queries
 path, out, stop = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 queries = Queries(line.split("\\t", 1) for line in Path(sys.argv[4]).read_text().splitlines())

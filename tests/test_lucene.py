@@ -26,7 +26,7 @@ import ir_measures  # noqa: E402
 
 from retrieval.collections import load_qrels, load_topics  # noqa: E402
 from retrieval.errors import InputError  # noqa: E402
-from retrieval.index import build_index  # noqa: E402
+from retrieval.index.native import build_index  # noqa: E402
 from retrieval.lucene import LuceneBM25, LuceneIndex, LuceneQLD, build_lucene_index  # noqa: E402
 from retrieval.storage import FORMAT_VERSION  # noqa: E402
 from retrieval.types import Document, Qrels, Queries, Run  # noqa: E402
@@ -142,7 +142,7 @@ def test_opens_plain_anserini_index_without_manifest(cacm_lucene: Path) -> None:
 
 
 def test_lucene_index_opens_as_index_with_docstore(cacm_lucene: Path) -> None:
-    from retrieval.index import Index
+    from retrieval.index.native import Index
 
     index = Index.open(cacm_lucene)
     assert index.num_docs == 3204 and index.has("lucene") and not index.has("inverted")
@@ -154,7 +154,7 @@ def test_build_from_documents_and_failed_build_leaves_nothing(tmp_path: Path) ->
     build_lucene_index(docs + [Document("d3", "", "")], tmp_path / "small")  # Anserini skips d3 (empty)
     run = LuceneBM25(tmp_path / "small", hits=10)(Queries({"q": "indexing"}))
     assert [d for d, _ in run["q"]] == ["d1"]
-    from retrieval.index import Index
+    from retrieval.index.native import Index
     assert Index.open(tmp_path / "small").num_docs == 3  # its doc store keeps every document
     with pytest.raises(InputError, match="duplicate"):
         build_lucene_index(docs + [Document("d1", "", "again")], tmp_path / "broken")

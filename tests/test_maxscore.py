@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retrieval import storage
-from retrieval.index import Index
-from retrieval.sparse.codebook import from_values
-from retrieval.sparse.inverted import InvertedIndex, InvertedIndexBuilder
-from retrieval.sparse.models import BASES_FILE, CODES_FILE, IMPACTS_MODEL_FILE, TABLE_FILE, BM25Model
+from retrieval.index.codebook import from_values
+from retrieval.index.impacts import BASES_FILE, CODES_FILE, IMPACTS_MODEL_FILE, TABLE_FILE, BM25Model
+from retrieval.index.native import Index
+from retrieval.index.postings import InvertedIndex, InvertedIndexBuilder
 from retrieval.sparse.rankers import BM25, QueryLikelihood
 from retrieval.sparse.searcher import ImpactSearcher
 
@@ -216,7 +216,7 @@ def test_exhaustive_kernel_is_the_same_for_any_window(window, tmp_path):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_maxscore_given_a_floor_under_the_kth_score_returns_the_same_top_k(seed, tmp_path):
-    """A floor just under the final k-th score (how eval/scale_floor.py times MaxScore at its best) skips
+    """A floor just under the final k-th score (how studies/scale_floor.py times MaxScore at its best) skips
     documents from the start yet returns the reference top k; a floor at the k-th score keeps only the
     documents above it."""
     from retrieval.sparse import kernels

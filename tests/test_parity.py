@@ -3,8 +3,8 @@
 import pytest
 
 from retrieval.collections import load_documents, load_qrels, load_topics
-from retrieval.evaluation import evaluate
-from retrieval.index import Index, build_index
+from retrieval.evaluation.measures import evaluate
+from retrieval.index.native import Index, build_index
 from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
 
 CACM_ANSERINI = {  # MAP, P@30 (Anserini regression, Lucene)

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval import precision
 from retrieval.errors import InputError
+from retrieval.runtime import precision
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXTS = ["The cat sat on the mat.", "Dogs chase cats in the garden.",
@@ -39,7 +39,7 @@ def test_auto_takes_int8_only_when_validation_shows_it_within_the_limit():
     (two one-sided t-tests at 5%) must lie inside, so few or noisy validation queries mean fp32."""
     from scipy import stats
 
-    from retrieval.significance import difference_interval
+    from retrieval.evaluation.significance import difference_interval
 
     rng = np.random.default_rng(0)
     fp32 = rng.random(121)
@@ -131,7 +131,7 @@ def test_auto_follows_each_models_choice_made_on_validation(monkeypatch):
 def test_outlier_split_computes_the_same_layer_and_leaves_its_channels_to_fp32():
     import torch
 
-    from retrieval.int8_outliers import OutlierSplit
+    from retrieval.runtime.int8_outliers import OutlierSplit
 
     torch.manual_seed(0)
     linear = torch.nn.Linear(12, 4)
@@ -151,7 +151,7 @@ def test_outlier_split_computes_the_same_layer_and_leaves_its_channels_to_fp32()
 def test_calibration_finds_a_channel_that_runs_far_beyond_the_others():
     import torch
 
-    from retrieval.int8_outliers import channel_peaks, largest_channels
+    from retrieval.runtime.int8_outliers import channel_peaks, largest_channels
 
     x = torch.randn(4, 6, 32)
     x[1, 2, 5] = 40.0
@@ -161,7 +161,7 @@ def test_calibration_finds_a_channel_that_runs_far_beyond_the_others():
 
 @pytest.mark.slow
 def test_stored_outlier_channels_are_the_default_models_own():
-    """eval/calibrate_int8.py's channels stand out so far that any few documents find them again."""
+    """eval/studies/calibrate_int8.py's channels stand out so far that any few documents find them again."""
     import itertools
     import sys
 
@@ -169,7 +169,7 @@ def test_stored_outlier_channels_are_the_default_models_own():
 
     from retrieval.collections import load_documents
     from retrieval.dense.encoder import Encoder
-    from retrieval.int8_outliers import channel_peaks, largest_channels, stored_channels
+    from retrieval.runtime.int8_outliers import channel_peaks, largest_channels, stored_channels
 
     sys.path.insert(0, str(ROOT / "eval"))
     from calibrate_int8 import COLLECTIONS, calibration_batches
@@ -224,9 +224,9 @@ def test_bf16_casts_the_whole_model_unless_norms_stay_fp32():
 def test_late_and_reader_int8_results_do_not_depend_on_batch_mates():
     """As the dense encoder's: the late encoder (which splits off the same outlier channels) and the
     reader run int8 one text or window a batch."""
-    from retrieval.int8_outliers import OutlierSplit
     from retrieval.late.encoder import TokenEncoder
     from retrieval.qa.reader import SpanReader
+    from retrieval.runtime.int8_outliers import OutlierSplit
 
     late = TokenEncoder(precision="int8", progress=False, batch_size=16)
     assert any(isinstance(m, OutlierSplit) for m in late.model.modules())
@@ -274,7 +274,7 @@ def test_reader_runs_in_int8_and_fp32_and_auto_picks_fp32_without_bf16(monkeypat
 
 def test_cli_precision_flag_everywhere_that_encodes():
     from retrieval.cli import parser
-    from retrieval.params import PARAMS
+    from retrieval.pipeline.params import PARAMS
 
     sub = parser()._subparsers._group_actions[0].choices
     for argv in (["index", "--index", "x"], ["search", "--index", "x", "--topics", "t"],

@@ -13,11 +13,11 @@ import pytest
 from retrieval import collections
 from retrieval.cli import main
 from retrieval.errors import InputError
+from retrieval.formats.squad import exclude_paragraphs, passage_id, read_squad
 from retrieval.qa.features import make_windows
 from retrieval.qa.marginal import marginalise, passage_probs
 from retrieval.qa.metrics import compute_exact, compute_f1, contains_answer, evaluate, normalize_answer
 from retrieval.qa.reader import Reading, Span, span_distribution
-from retrieval.qa.squad import exclude_paragraphs, passage_id, read_squad
 
 DATA = collections.data_dir()
 XQUAD = DATA / "xquad-en" / "xquad.en.json"
@@ -106,7 +106,7 @@ def test_marginalisation_sums_over_passages_by_normalised_string():
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from retrieval.local_models import resolve_model_dir
+    from retrieval.runtime.local_models import resolve_model_dir
 
     return AutoTokenizer.from_pretrained(resolve_model_dir(None), local_files_only=True)
 
@@ -241,7 +241,7 @@ def small_qa(tmp_path_factory):
 
 def test_retrieve_then_read_with_a_bm25_first_stage(tmp_path):
     """Any stage feeds p(z|x): here plain BM25 over an index with no dense part."""
-    from retrieval.index import build_index
+    from retrieval.index.native import build_index
     from retrieval.qa.pipeline import RetrieveThenRead
     from retrieval.sparse.rankers import BM25
     from retrieval.types import Document
@@ -278,8 +278,8 @@ def test_loading_the_reader_leaves_transformers_logging_as_it_was():
 def test_a_model_without_a_span_head_is_not_taken_for_a_reader():
     """The bundled MiniLM (or a REALM question encoder) has no QA head: loading it as a reader would
     read with a random one, so it is refused."""
-    from retrieval.local_models import default_model_dir
     from retrieval.qa.reader import load_reader_model
+    from retrieval.runtime.local_models import default_model_dir
 
     with pytest.raises(InputError, match="is not a reader checkpoint"):
         load_reader_model(default_model_dir())
@@ -287,9 +287,9 @@ def test_a_model_without_a_span_head_is_not_taken_for_a_reader():
 
 @pytest.mark.slow
 def test_reader_with_gold_paragraph_on_xquad_slice():
+    from retrieval.formats.squad import gold_answers
     from retrieval.qa.pipeline import best_answers
     from retrieval.qa.reader import SpanReader
-    from retrieval.qa.squad import gold_answers
 
     examples = read_squad(XQUAD)[:200]
     reader = SpanReader(READER, threads=2)
@@ -303,7 +303,7 @@ def test_reader_with_gold_paragraph_on_xquad_slice():
 @pytest.mark.slow
 def test_open_domain_on_small_index(small_qa, tmp_path, capsys):
     small_x, index, qa = small_qa
-    from retrieval.qa.squad import gold_answers
+    from retrieval.formats.squad import gold_answers
 
     examples = read_squad(small_x)[::4]
     answers = qa.ask_batch({e.id: e.question for e in examples})
@@ -342,7 +342,8 @@ def test_open_domain_on_small_index(small_qa, tmp_path, capsys):
 @pytest.mark.slow
 def test_train_reader_picks_the_epoch_on_held_out_articles(tmp_path):
     """Two articles: one is held out; each epoch is scored on it and the best becomes the checkpoint."""
-    from retrieval.qa.train import split_articles, train_reader
+    from retrieval.collections import split_articles
+    from retrieval.qa.train import train_reader
 
     data = {"data": [{"title": title, "paragraphs": [{"context": ctx, "qas": [
         {"id": f"{title}-{i}", "question": q, "answers": [{"text": a, "answer_start": ctx.index(a)}]}

@@ -19,7 +19,7 @@ import pytest
 
 from retrieval import storage
 from retrieval.errors import InputError
-from retrieval.index import Index, build_index
+from retrieval.index.native import Index, build_index
 from retrieval.types import Document
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "eval"))

@@ -13,7 +13,7 @@ import pytest
 
 from retrieval import collections
 from retrieval.formats.trec import format_run
-from retrieval.index import Index, build_index
+from retrieval.index.native import Index, build_index
 from retrieval.types import Document
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from retrieval import collections
 from retrieval.formats import write_run
-from retrieval.index import Index
+from retrieval.index.native import Index
 from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
 
 index_path, out, threads = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from retrieval.errors import InputError
-from retrieval.evaluation import evaluate
+from retrieval.evaluation.measures import evaluate
 from retrieval.formats import read_documents
-from retrieval.index import Index, build_index
+from retrieval.index.native import Index, build_index
 from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
 from retrieval.types import Document, Qrels, Run
 
@@ -180,7 +180,7 @@ def test_document_type_is_plain():
 
 
 def test_per_query_accepts_any_query_id():
-    from retrieval.evaluation import per_query
+    from retrieval.evaluation.measures import per_query
 
     run, qrels = Run({"\u00b2": [("d", 1.0)]}), Qrels({"\u00b2": {"d": 1}})
     assert per_query(run, qrels, ["MAP"]) == {"\u00b2": {"MAP": 1.0}}

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retrieval.errors import InputError
-from retrieval.evaluation import parse_measures
+from retrieval.evaluation.measures import parse_measures
 from retrieval.formats import read_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,7 +151,7 @@ def test_any_document_id_is_indexed_or_refused_cleanly(tmp_path, docid):
     code, err = run_cli("index", "--collection", source, "--index", index)
     assert code in (0, 2), err
     if code == 0:
-        from retrieval.index import Index
+        from retrieval.index.native import Index
 
         assert Index.open(index).doc_id_list == [docid]
     else:

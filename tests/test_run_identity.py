@@ -39,9 +39,9 @@ def test_sparse_run_files_unchanged(collection, system, cacm_index, scifact_inde
 @pytest.mark.slow
 def test_neural_rankers_from_the_registry_equal_hand_built_stages(scifact_dense_index):
     from retrieval.dense import DenseRetriever
-    from retrieval.fusion import RRF, Interpolate
     from retrieval.late import LateReranker
-    from retrieval.rankers import build
+    from retrieval.pipeline.fusion import RRF, Interpolate
+    from retrieval.registry import build
     from retrieval.sparse.rankers import BM25
 
     index = scifact_dense_index

@@ -6,11 +6,11 @@ import pytest
 
 from retrieval.cli import main, parser
 from retrieval.errors import InputError
-from retrieval.index import build_index
-from retrieval.index_kinds import AnyIndex, index_kind, open_index
-from retrieval.params import PARAMS
-from retrieval.pipeline import Pipeline, Stage
-from retrieval.rankers import RANKERS, build
+from retrieval.index.kinds import AnyIndex, index_kind, open_index
+from retrieval.index.native import build_index
+from retrieval.pipeline.params import PARAMS
+from retrieval.pipeline.stage import Pipeline, Stage
+from retrieval.registry import RANKERS, build
 from retrieval.types import Document, Queries
 
 DOCS = [Document("d1", "Cats", "The cat sat on the mat."), Document("d2", "Dogs", "Dogs chase cats."),
@@ -102,9 +102,10 @@ def test_a_new_bag_of_words_model_is_one_registration_away(tiny, tmp_path, monke
     Then it runs from the CLI on a single and a sharded index alike, and its parameter is range-checked."""
     from dataclasses import dataclass
 
-    from retrieval import params, rankers
+    from retrieval import registry as rankers
+    from retrieval.index import impacts as models
+    from retrieval.pipeline import params
     from retrieval.shards.build import build_sharded_index
-    from retrieval.sparse import models
 
     @dataclass(frozen=True)
     class BM25Plus(models.BM25Model):

@@ -19,9 +19,9 @@ from retrieval import collections
 from retrieval.commands.serve import loopback, write_token
 from retrieval.errors import InputError
 from retrieval.formats.trec import format_run
-from retrieval.index import build_index
-from retrieval.index_kinds import open_index
-from retrieval.rankers import build
+from retrieval.index.kinds import open_index
+from retrieval.index.native import build_index
+from retrieval.registry import build
 from retrieval.service.app import create_app
 from retrieval.service.engine import Engine
 from retrieval.service.load import MALFORMED, run_load

@@ -11,8 +11,8 @@ from retrieval import collections
 from retrieval.cli import main
 from retrieval.errors import InputError
 from retrieval.formats.trec import format_run
-from retrieval.index import Index, build_index
-from retrieval.rankers import build
+from retrieval.index.native import Index, build_index
+from retrieval.registry import build
 from retrieval.shards import (
     LocalBackend,
     ShardedIndex,

@@ -5,9 +5,9 @@ import pytest
 
 from retrieval.errors import InputError
 from retrieval.formats import read_documents
-from retrieval.index import Index, build_index
-from retrieval.sparse import models
-from retrieval.sparse.lucene_norms import byte4_to_int, int_to_byte4, quantised_lengths
+from retrieval.index import impacts as models
+from retrieval.index.lucene_norms import byte4_to_int, int_to_byte4, quantised_lengths
+from retrieval.index.native import Index, build_index
 from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
 from retrieval.types import Queries
 

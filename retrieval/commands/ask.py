@@ -9,7 +9,7 @@ from pathlib import Path
 
 from retrieval.commands.common import precision_flag, threads_flag
 from retrieval.errors import InputError
-from retrieval.params import PARAMS
+from retrieval.pipeline.params import PARAMS
 from retrieval.storage import json_bytes, write_output
 
 
@@ -58,8 +58,8 @@ def _add_ask(sub: argparse._SubParsersAction) -> None:
 
 def ask(args: argparse.Namespace) -> None:
     """One question to stdout, or a SQuAD file of questions to a predictions file."""
+    from retrieval.formats.squad import read_questions
     from retrieval.qa.pipeline import RetrieveThenRead, best_answers, first_stage
-    from retrieval.qa.squad import read_questions
 
     if bool(args.question) == bool(args.questions):
         raise InputError("give either a question or --questions FILE")
@@ -113,8 +113,8 @@ def _add_qa_eval(sub: argparse._SubParsersAction) -> None:
 
 def qa_eval(args: argparse.Namespace) -> None:
     """SQuAD's official EM/F1 of a predictions file, as JSON."""
+    from retrieval.formats.squad import gold_answers, read_predictions, read_squad
     from retrieval.qa.metrics import evaluate
-    from retrieval.qa.squad import gold_answers, read_predictions, read_squad
 
     gold = gold_answers(read_squad(args.data))
     preds = read_predictions(args.predictions)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from retrieval.errors import InputError, UnknownDocument
 from retrieval.formats.trec import check_tag, format_run, write_run
-from retrieval.precision import AUTO, TORCH_PRECISIONS
+from retrieval.runtime.precision import AUTO, TORCH_PRECISIONS
 from retrieval.types import Run
 
 
@@ -19,7 +19,7 @@ def precision_flag(p: argparse.ArgumentParser, what: str,
                    choices: tuple[str, ...] = TORCH_PRECISIONS) -> None:
     """`--precision`: how the neural models compute on this machine (never stored in an index or model)."""
     p.add_argument("--precision", default=AUTO, choices=(AUTO, *choices),
-                   help=f"{what}: {AUTO} (default; chosen for this CPU as retrieval/precision.py "
+                   help=f"{what}: {AUTO} (default; chosen for this CPU as retrieval/runtime/precision.py "
                    f"says) or one of {', '.join(choices)}")
 
 

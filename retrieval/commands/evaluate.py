@@ -40,9 +40,9 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from retrieval.evaluation import evaluate, parse_measures, per_query
+    from retrieval.evaluation.measures import evaluate, parse_measures, per_query
+    from retrieval.evaluation.significance import compare
     from retrieval.formats import read_run
-    from retrieval.significance import compare
 
     if not 0 < args.alpha < 1:
         raise InputError(f"--alpha {args.alpha} is out of range; expected a level between 0 and 1")
@@ -94,7 +94,7 @@ def _json(results: dict[str, dict[str, float]], comparisons: dict, baseline: str
 def _table(results: dict[str, dict[str, float]], names: list[str], comparisons: dict, baseline: str,
            alpha: float) -> str:
     """Means per run and measure; with several runs, significance marks, p-values and a legend."""
-    from retrieval.report import TESTS, fmt_p
+    from retrieval.experiments.report import TESTS, fmt_p
 
     width = max(len(p) for p in results) + (len(" (baseline)") if comparisons else 0)
     cell = 12 if comparisons else 9

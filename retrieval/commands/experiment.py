@@ -24,6 +24,6 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from retrieval.experiment import main as run_experiment
+    from retrieval.experiments.runner import main as run_experiment
 
     run_experiment(args.config, args.output_dir, args.precision)

@@ -11,7 +11,7 @@ from retrieval import collections, storage
 from retrieval.building import build_with_parts, dense_part, late_part, replace_parts
 from retrieval.commands.common import number, precision_flag
 from retrieval.errors import InputError
-from retrieval.precision import AUTO, ENCODER_PRECISIONS
+from retrieval.runtime.precision import AUTO, ENCODER_PRECISIONS
 
 
 def add(sub: argparse._SubParsersAction) -> None:

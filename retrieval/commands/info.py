@@ -16,6 +16,6 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from retrieval.index_kinds import open_index
+    from retrieval.index.kinds import open_index
 
     print(json.dumps(open_index(args.index).describe(), indent=2))

@@ -15,8 +15,8 @@ from retrieval.commands.common import (
     topics_flags,
     write_run_output,
 )
-from retrieval.params import PARAMS
-from retrieval.rankers import RANKERS
+from retrieval.pipeline.params import PARAMS
+from retrieval.registry import RANKERS
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -43,7 +43,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from retrieval.rankers import build
+    from retrieval.registry import build
 
     queries = collections.load_topics(args.topics, args.topic_field)
     stage = build("late", args.index, checkpoint=args.model, interpolate=args.interpolate,

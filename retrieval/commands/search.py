@@ -23,9 +23,9 @@ from retrieval.commands.common import (
     write_run_output,
 )
 from retrieval.errors import InputError
-from retrieval.params import PARAMS
-from retrieval.rankers import RANKERS
-from retrieval.sparse.models import SPARSE_MODELS
+from retrieval.index.impacts import SPARSE_MODELS
+from retrieval.pipeline.params import PARAMS
+from retrieval.registry import RANKERS
 
 EXCLUDED = {"checkpoint"}  # late's model is `retrieval rerank --model`
 SHARD_RETRIES = 2  # restarts of a shard's Ray actor before the shard counts as unavailable
@@ -100,8 +100,8 @@ def given_params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> None:
-    from retrieval.index_kinds import open_index
-    from retrieval.rankers import build
+    from retrieval.index.kinds import open_index
+    from retrieval.registry import build
 
     params = given_params(args)
     entry = RANKERS[args.model]

@@ -73,7 +73,7 @@ def check_listenable(host: str, port: int) -> None:
 def run(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from retrieval.index_kinds import open_index
+    from retrieval.index.kinds import open_index
     from retrieval.service.app import create_app
     from retrieval.service.engine import Engine
 

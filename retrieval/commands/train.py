@@ -87,7 +87,7 @@ def _add_late(kinds: argparse._SubParsersAction) -> None:
 
 
 def train_late(args: argparse.Namespace) -> None:
-    from retrieval.index import Index
+    from retrieval.index.native import Index
     from retrieval.late.config import TrainConfig
     from retrieval.late.train import train, training_inputs
 
@@ -186,10 +186,10 @@ def train_realm(args: argparse.Namespace) -> None:
     import torch
 
     from retrieval.dense.faiss_index import load_dense_part
-    from retrieval.index import Index
+    from retrieval.formats.squad import exclude_paragraphs, read_squad
+    from retrieval.index.native import Index
     from retrieval.qa.reader import SpanReader
     from retrieval.qa.realm import train_query_side
-    from retrieval.qa.squad import exclude_paragraphs, read_squad
 
     if args.realm_questions < 0:
         raise InputError("--realm-questions must be >= 0")

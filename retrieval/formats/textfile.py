@@ -9,9 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from retrieval.errors import InputError
-
-_WORD = re.compile(r"[^\s\x00-\x1f\x7f]+")
-is_word = _WORD.fullmatch  # an id: no whitespace or control characters, not empty
+from retrieval.types import is_word
 
 
 def decode(data: bytes, path: str | Path, first_line: int = 1) -> str:

@@ -12,10 +12,10 @@ dropped), `model` (projection + L2 norm, MaxSim, safetensors checkpoints),
 zero-shot), `pairs` (unsupervised Inverse Cloze Task pairs from a corpus).
 """
 
-from retrieval.fusion import interpolate_ranking
 from retrieval.late.model import DEFAULT_CHECKPOINT, ZERO_SHOT, LateModel, maxsim
 from retrieval.late.reranker import LateReranker, rerank
 from retrieval.late.store import COMPRESSIONS, LateStore, build_late, convert_late
+from retrieval.pipeline.fusion import interpolate_ranking
 
 __all__ = ["COMPRESSIONS", "DEFAULT_CHECKPOINT", "ZERO_SHOT", "LateModel", "LateReranker", "LateStore",
            "build_late", "convert_late", "interpolate_ranking", "maxsim", "rerank"]

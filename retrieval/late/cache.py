@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval import precision as precisions
 from retrieval import storage
 from retrieval.late.encoder import TokenEncoder
-from retrieval.local_models import cache_root
+from retrieval.runtime import precision as precisions
+from retrieval.runtime.local_models import cache_root
 
 
 def default_cache_dir() -> Path:

@@ -5,7 +5,7 @@ as ColBERT does) when `markers` is on; queries can be padded with [MASK] to
 `query_length` tokens (query augmentation). Document tokens that are pure
 punctuation are dropped. The states returned here are the encoder's last
 layer (hidden size, e.g. 384); `model.LateModel` projects and normalises them.
-Precision is this machine's (`retrieval.precision`, default `auto`) and batches
+Precision is this machine's (`retrieval.runtime.precision`, default `auto`) and batches
 run side by side, one thread each, as in the dense encoder.
 """
 
@@ -19,19 +19,19 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from retrieval import precision as precisions
 from retrieval.analysis import available_cpus
-from retrieval.cpu_batches import padded_batches, run_side_by_side
 from retrieval.errors import InputError
-from retrieval.int8_outliers import stored_channels
-from retrieval.local_models import load_pretrained, model_checksum, model_name, resolve_model_dir
+from retrieval.runtime import precision as precisions
+from retrieval.runtime.cpu_batches import padded_batches, run_side_by_side
+from retrieval.runtime.int8_outliers import stored_channels
+from retrieval.runtime.local_models import load_pretrained, model_checksum, model_name, resolve_model_dir
 
 Q_MARKER, D_MARKER = "[unused0]", "[unused1]"
 # Whether int8 token embeddings are shown to keep nDCG@10 within 0.003 of fp32's, either way, on validation
 # (the checkpoint's 121 held-out SciFact training queries, BM25 top-100 reranked; the 90% interval of the
 # per-query change must lie inside: precision.shown_within_limit), per kind of int8 kernel
 # (precision.int8_kernel; eval/bench_precision.py decides it on each). int8 splits off the encoder's outlier
-# channels (retrieval/int8_outliers.py; the late checkpoint is a projection on the dense model's weights,
+# channels (runtime/int8_outliers.py; the late checkpoint is a projection on the dense model's weights,
 # so their calibration serves both). The mean moves -0.00005 with AVX-512 VNNI (Intel Xeon; interval -0.0104
 # to +0.0103) and +0.0026 with AVX2 (the Xeon as an AVX2 CPU, RETRIEVAL_EMULATE_CPU=avx2; -0.0057 to
 # +0.0110): 121 queries cannot show either within 0.003, so fp32. Test figures are never used to choose.
@@ -58,7 +58,7 @@ class TokenEncoder:
         model = load_pretrained(AutoModel, self.model_dir).eval()
         self.dim = int(model.config.hidden_size)
         self.model = precisions.prepare(model, self.precision, stored_channels(self.checksum),
-                                        fp32_norms=True)  # see retrieval.precision
+                                        fp32_norms=True)  # see retrieval.runtime.precision
         vocab = self.tokenizer.get_vocab()
         self.marker_ids = (vocab[Q_MARKER], vocab[D_MARKER]) if Q_MARKER in vocab else None
         if self.markers and self.marker_ids is None:

@@ -49,7 +49,7 @@ def maxsim(query: np.ndarray, docs: np.ndarray, offsets: np.ndarray) -> np.ndarr
 class LateModel:
     """Encode queries and documents into normalised token embeddings of size `dim`.
 
-    `precision` is this machine's choice (default `auto`, see retrieval.precision).
+    `precision` is this machine's choice (default `auto`, see retrieval.runtime.precision).
     """
 
     def __init__(self, model: str | Path | None = None, *, encoder_model: str | Path | None = None,

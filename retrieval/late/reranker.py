@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval import params
 from retrieval.errors import InputError
-from retrieval.fusion import interpolate_ranking
-from retrieval.index_kinds import AnyIndex
+from retrieval.index.kinds import AnyIndex
 from retrieval.late.model import LateModel, maxsim
-from retrieval.pipeline import Stage
+from retrieval.pipeline import params
+from retrieval.pipeline.fusion import interpolate_ranking
+from retrieval.pipeline.stage import Stage
 from retrieval.types import Queries, Ranking, Run, rank
 
 # Documents encoded together when reranking a run on the fly: a document among several queries' candidates
@@ -48,15 +48,14 @@ class LateReranker(Stage):
                  model: LateModel | str | Path | None = None, *, interpolate: float | None = None,
                  depth: int | None = None, hits: int | None = None, use_store: bool | None = None,
                  threads: int | None = None, precision: str | None = None):
-        from retrieval.index_kinds import open_index
+        from retrieval.index.kinds import open_index
         from retrieval.late.store import PART, LateStore
-        from retrieval.rankers import RANKERS
 
         params.check(depth=depth, hits=hits, interpolate=interpolate, threads=threads)
         self.index = None if index is None else open_index(index)
         self.model = _as_model(model, threads, precision)
         self.interpolate, self.hits = interpolate, hits
-        self.depth = depth or RANKERS["late"].default("depth")
+        self.depth = depth or params.RERANK_DEPTH
         self.store = None
         if self.index is not None and self.index.has(PART) and use_store is not False:
             store = LateStore(self.index) if self.index.kind == "native" else self.index.late_store()

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from retrieval import storage
 from retrieval.errors import InputError, UnknownDocument
-from retrieval.index import Index, changing_part
+from retrieval.index.native import Index, changing_part
 from retrieval.late.model import LateModel
 
 PART = "late"

@@ -38,17 +38,17 @@ import torch
 
 from retrieval import collections
 from retrieval.errors import InputError
-from retrieval.evaluation import evaluate
-from retrieval.fusion import interpolate_ranking
+from retrieval.evaluation.measures import evaluate
 from retrieval.late.cache import Packed, cached_states
 from retrieval.late.config import TrainConfig
 from retrieval.late.encoder import TokenEncoder
 from retrieval.late.model import maxsim, normalise, save_checkpoint
 from retrieval.late.pairs import corpus_pairs, title_pairs
+from retrieval.pipeline.fusion import interpolate_ranking
 from retrieval.types import Qrels, Queries, Run
 
 if TYPE_CHECKING:
-    from retrieval.index import Index
+    from retrieval.index.native import Index
 
 
 def _pad(packed: Packed, rows: list[int]) -> tuple[torch.Tensor, torch.Tensor]:

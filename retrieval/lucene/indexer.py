@@ -12,7 +12,7 @@ place, so an interrupted build never leaves an index that loads:
     <target>/docs.sqlite     doc store, docids.npy: doc ids (as the native index has)
     <target>/lucene/         the Lucene index (openable by pyserini/Anserini as is)
 
-So `retrieval.index.Index` opens it too (doc store for rerankers); it simply
+So `retrieval.index.native.Index` opens it too (doc store for rerankers); it simply
 has a "lucene" part instead of an "inverted" one.
 """
 
@@ -30,9 +30,9 @@ import numpy as np
 
 from retrieval import storage
 from retrieval.analysis import Analyzer
-from retrieval.docstore import FILENAME as DOCSTORE_FILE
-from retrieval.docstore import write_docstore
 from retrieval.errors import InputError
+from retrieval.index.docstore import FILENAME as DOCSTORE_FILE
+from retrieval.index.docstore import write_docstore
 from retrieval.lucene import jvm
 from retrieval.types import Document
 
@@ -115,7 +115,7 @@ def build_lucene_index(documents: str | Path | Iterable[Document], target: str |
     with storage.atomic_directory(target, storage.is_index_dir, force) as tmp, \
             tempfile.TemporaryDirectory(prefix=".lucene-input-", dir=tmp.parent) as scratch:
         ids = _write_jsonl(write_docstore(tmp / DOCSTORE_FILE, documents), Path(scratch), threads)
-        storage.save_array(tmp / DOCIDS_FILE, np.array(sorted(ids), dtype=str))  # as index.py
+        storage.save_array(tmp / DOCIDS_FILE, np.array(sorted(ids), dtype=str))  # as index/native.py
         count = len(ids)
         written = time.perf_counter()
         counters = _index_collection(Path(scratch), tmp / LUCENE_DIR, threads)

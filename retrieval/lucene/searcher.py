@@ -18,12 +18,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from retrieval import params, storage
+from retrieval import storage
 from retrieval.errors import InputError, UnknownDocument
 from retrieval.lucene import jvm
 from retrieval.lucene.indexer import LUCENE_DIR
-from retrieval.params import default
-from retrieval.pipeline import Stage
+from retrieval.pipeline import params
+from retrieval.pipeline.params import default
+from retrieval.pipeline.stage import Stage
 from retrieval.types import Queries, Run
 
 

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from retrieval.formats.squad import Example, gold_answers
 from retrieval.qa.metrics import contains_answer, evaluate
 from retrieval.qa.pipeline import Retrieved, best_answers, first_stage
 from retrieval.qa.reader import Reading, SpanReader
-from retrieval.qa.squad import Example, gold_answers
 from retrieval.types import Queries
 
 

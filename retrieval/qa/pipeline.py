@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retrieval import params
 from retrieval.errors import InputError
-from retrieval.pipeline import Stage
+from retrieval.pipeline import params
+from retrieval.pipeline.stage import Stage
 from retrieval.qa.marginal import Answer, marginalise, passage_probs
 from retrieval.qa.reader import Reading, SpanReader
 from retrieval.types import Queries, Run
@@ -57,8 +57,8 @@ def first_stage(index: Any, *, bm25_weight: float = 0.0, query_model: str | Path
     stage is WeightedSum(dense, BM25) over the union of both top `depth` lists
     (BM25 with its default parameters).
     """
-    from retrieval.index_kinds import open_index
-    from retrieval.rankers import build
+    from retrieval.index.kinds import open_index
+    from retrieval.registry import build
 
     params.check(bm25_weight=bm25_weight, depth=depth, threads=threads)
     index = open_index(index)
@@ -79,7 +79,7 @@ def first_stage(index: Any, *, bm25_weight: float = 0.0, query_model: str | Path
         dense = build("dense", index, hits=depth, precision=precision, threads=threads)
     if not bm25_weight:
         return dense
-    from retrieval.fusion import WeightedSum
+    from retrieval.pipeline.fusion import WeightedSum
 
     return WeightedSum(dense, build("bm25", index, hits=depth), weights=(1.0, bm25_weight), depth=depth)
 
@@ -98,7 +98,7 @@ class RetrieveThenRead:
                  index: Any, *, passages: int = DEFAULT_PASSAGES,
                  temperature: float = DEFAULT_TEMPERATURE, answerable: bool = True,
                  precision: str | None = None, threads: int | None = None):
-        from retrieval.index_kinds import open_index
+        from retrieval.index.kinds import open_index
 
         check_settings(passages, temperature)
         if not callable(first_stage):

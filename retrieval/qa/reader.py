@@ -16,14 +16,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from retrieval import precision as precisions
 from retrieval.analysis import available_cpus
-from retrieval.cpu_batches import run_side_by_side
 from retrieval.errors import InputError
-from retrieval.int8_outliers import stored_channels
-from retrieval.local_models import load_pretrained, weights_file
 from retrieval.qa.features import MAX_LENGTH, STRIDE, Window, make_windows
 from retrieval.qa.metrics import normalize_answer
+from retrieval.runtime import precision as precisions
+from retrieval.runtime.cpu_batches import run_side_by_side
+from retrieval.runtime.int8_outliers import stored_channels
+from retrieval.runtime.local_models import load_pretrained, weights_file
 from retrieval.storage import sha256_file
 
 MAX_ANSWER_TOKENS = 30
@@ -124,7 +124,7 @@ def load_reader_model(path: str | Path | None = None):
 class SpanReader:
     """Read passages for a question: one `Reading` per passage.
 
-    `precision` is this machine's choice (default `auto`, see retrieval.precision).
+    `precision` is this machine's choice (default `auto`, see retrieval.runtime.precision).
     """
 
     def __init__(self, model: str | Path | None = None, *, max_length: int = MAX_LENGTH,
@@ -133,7 +133,7 @@ class SpanReader:
         self.precision = precisions.resolve(precision, int8_within_limit=INT8_WITHIN_LIMIT)
         model, self.tokenizer, self.checksum = load_reader_model(model)
         self.model = precisions.prepare(model, self.precision, stored_channels(self.checksum),
-                                        fp32_norms=True)  # see retrieval.precision
+                                        fp32_norms=True)  # see retrieval.runtime.precision
         self.max_length, self.stride = max_length, stride
         self.max_answer_tokens = max_answer_tokens
         self.batch_size = batch_size

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from retrieval.local_models import load_pretrained, resolve_model_dir
+from retrieval.formats.squad import Example
 from retrieval.qa.metrics import normalize_answer
 from retrieval.qa.reader import SpanReader
-from retrieval.qa.squad import Example
+from retrieval.runtime.local_models import load_pretrained, resolve_model_dir
 from retrieval.storage import atomic_directory, is_model_dir, naming
 
 

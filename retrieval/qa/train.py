@@ -18,7 +18,6 @@ settings can be chosen on the same questions (never on the evaluation set).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import random
@@ -28,11 +27,12 @@ from pathlib import Path
 
 import torch
 
-from retrieval import precision as precisions
+from retrieval.collections import split_articles
 from retrieval.errors import InputError
-from retrieval.local_models import load_pretrained, model_name, resolve_model_dir
+from retrieval.formats.squad import Example, exclude_paragraphs, read_squad
 from retrieval.qa.features import MAX_LENGTH, STRIDE, Window, make_windows
-from retrieval.qa.squad import Example, exclude_paragraphs, read_squad
+from retrieval.runtime import precision as precisions
+from retrieval.runtime.local_models import load_pretrained, model_name, resolve_model_dir
 from retrieval.storage import atomic_directory, is_model_dir, naming
 
 
@@ -81,20 +81,6 @@ def span_loss(logits: torch.Tensor, gold: torch.Tensor, mask: torch.Tensor) -> t
     total = torch.logsumexp(logits, dim=-1)
     good = torch.logsumexp(logits.masked_fill(~gold, -1e4), dim=-1)
     return (total - good).mean()
-
-
-def split_articles(examples: Sequence[Example], n: int) -> tuple[list[Example], list[Example]]:
-    """(training, validation): the validation set is every question of `n` articles, the articles
-    whose title has the smallest SHA-256 (a fixed, content-blind choice)."""
-    titles = sorted({ex.title for ex in examples}, key=lambda t: hashlib.sha256(t.encode()).hexdigest())
-    if n >= len(titles):
-        raise InputError(f"cannot hold out {n} of the {len(titles)} articles left for training")
-    held = set(titles[:n])
-    validation = [ex for ex in examples if ex.title in held]
-    if all(ex.impossible for ex in validation):  # closed-setting F1 is over answerable questions only
-        raise InputError(f"the {n} held-out article(s) have no answerable question to choose an epoch by;"
-                         " hold out more articles")
-    return [ex for ex in examples if ex.title not in held], validation
 
 
 def closed_scores(reader_dir: Path, examples: Sequence[Example], threads: int) -> dict[str, float]:

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.analysis import token_spans
-from retrieval.config import StageSpec, build_pipeline, refuse_feedback, stage_specs
 from retrieval.errors import InputError
+from retrieval.experiments.config import StageSpec, build_pipeline, refuse_feedback, stage_specs
 from retrieval.formats.textfile import check_id, check_utf8
-from retrieval.index_kinds import open_index
-from retrieval.params import default
-from retrieval.rankers import RANKERS
+from retrieval.index.kinds import open_index
+from retrieval.pipeline.params import default
+from retrieval.registry import RANKERS
 from retrieval.types import Document, Queries, Run
 
 MAX_HITS = 1000

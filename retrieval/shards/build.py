@@ -23,7 +23,7 @@ from retrieval.analysis import (
     workers_ignore_interrupts,
 )
 from retrieval.errors import InputError
-from retrieval.index import build_index
+from retrieval.index.native import build_index
 from retrieval.shards.layout import GLOBAL_DIR, KIND, shard_name
 from retrieval.shards.stats import write_global_statistics
 from retrieval.types import Document

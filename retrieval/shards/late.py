@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from retrieval import storage
 from retrieval.errors import InputError
-from retrieval.index import Index
+from retrieval.index.native import Index
 from retrieval.late.model import LateModel
 from retrieval.late.store import PART, LateStore, StoreWriter, encoded_documents, store_entry
 from retrieval.types import Document

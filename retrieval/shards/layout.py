@@ -4,7 +4,7 @@
       manifest.json     "kind": "sharded", analyzer, collection statistics, the shards
                         (name, documents, SHA-256 of each shard's manifest), parts
       global/           the whole collection's vocabulary with df and cf (stats.py)
-      shard-000/ ...    one ordinary index directory per shard (index.py), each with
+      shard-000/ ...    one ordinary index directory per shard (index/native.py), each with
                         a `global/` part: the collection statistics aligned with the
                         shard's own term ids, and optionally its own `dense/` part
 
@@ -189,7 +189,7 @@ class ShardedIndex:
     @cached_property
     def shard_indexes(self) -> list[Any]:
         """Every shard opened as an Index (checksummed once); InputError if one is missing."""
-        from retrieval.index import Index
+        from retrieval.index.native import Index
 
         missing = self.missing_shards()
         if missing:

@@ -38,8 +38,8 @@ import numpy as np
 
 from retrieval import storage
 from retrieval.errors import InputError
-from retrieval.index import Index, build_index
-from retrieval.index_kinds import index_kind
+from retrieval.index.kinds import index_kind
+from retrieval.index.native import Index, build_index
 from retrieval.shards.layout import KIND, LEASE_FILE, ShardedIndex, generation_name, shard_name, take_lease
 from retrieval.shards.stats import write_generation
 from retrieval.types import Document

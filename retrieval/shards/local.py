@@ -10,13 +10,15 @@ and recorded in `missing` (name -> reason), and the stages mark their Runs.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
 from retrieval.errors import InputError
-from retrieval.shards.layout import ShardedIndex
 from retrieval.shards.shard import ShardSearcher
+
+if TYPE_CHECKING:
+    from retrieval.shards.layout import ShardedIndex
 
 
 class ShardUnavailable(InputError):

@@ -15,14 +15,14 @@ from typing import Any
 import numpy as np
 
 from retrieval.errors import InputError, UnknownDocument
-from retrieval.params import check as check_params
-from retrieval.params import default
-from retrieval.pipeline import Stage
+from retrieval.index.impacts import sparse_model
+from retrieval.pipeline.params import check as check_params
+from retrieval.pipeline.params import default
+from retrieval.pipeline.stage import Stage
 from retrieval.shards.layout import ShardedIndex
 from retrieval.shards.local import ShardBackend
 from retrieval.shards.merge import Merged, merge
 from retrieval.sparse.feedback import FeedbackVector, relevance_model
-from retrieval.sparse.models import sparse_model
 from retrieval.sparse.rankers import RM3
 from retrieval.types import Columns, Queries, Ranking, Run
 

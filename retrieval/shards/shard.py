@@ -21,10 +21,10 @@ import numpy as np
 
 from retrieval import storage
 from retrieval.errors import InputError
-from retrieval.index import Index
+from retrieval.index.impacts import CollectionStats, impacts_for
+from retrieval.index.native import Index
 from retrieval.shards.stats import load_generation_statistics, load_shard_statistics
 from retrieval.sparse.feedback import FeedbackVector, eligible_terms, feedback_vector
-from retrieval.sparse.models import CollectionStats, impacts_for
 from retrieval.sparse.searcher import ImpactSearcher, WeightedQuery
 
 # (doc ids as a str array, float64 scores[, local docnos]), in rank order

@@ -7,7 +7,7 @@ shards' statistics are summed by term string into `global/` (the whole
 vocabulary: `terms_utf8.npy`, `terms_offsets.npy`, `df.npy`, `cf.npy`), and each
 shard gets a `global/` part holding the same df and cf aligned with its own
 term ids (`df.npy`, `cf.npy`; the scalars in its manifest entry). A shard then
-computes exactly the impacts the single index would (sparse.models).
+computes exactly the impacts the single index would (index/impacts.py).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import numpy as np
 
 from retrieval import storage
 from retrieval.errors import InputError
-from retrieval.index import Index
-from retrieval.sparse.inverted import InvertedIndex, write_terms
-from retrieval.sparse.models import CollectionStats
+from retrieval.index.impacts import CollectionStats
+from retrieval.index.native import Index
+from retrieval.index.postings import InvertedIndex, write_terms
 
 PART = "global"
 SCALARS = ("num_docs", "doc_count", "total_terms")

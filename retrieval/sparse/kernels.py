@@ -121,7 +121,7 @@ def maxscore_top_k(indptr, docnos, codes, table, bases, max_impacts, terms, weig
     """Top k of one query (terms, weights: parallel arrays in query order) into out_*; returns the count.
 
     `floor`, a score known to be below the k-th best, skips from the start the documents that cannot
-    pass it (eval/scale_floor.py passes just under the final k-th score, to time MaxScore at its best)."""
+    pass it (studies/scale_floor.py passes just under the final k-th score, to time MaxScore at its best)."""
     m = len(terms)
     if m == 0 or k <= 0:
         return 0

@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from retrieval import params
 from retrieval.errors import InputError, UnknownDocument
-from retrieval.index import Index, native_index
-from retrieval.params import default
-from retrieval.pipeline import Stage
+from retrieval.index.impacts import BM25Model, DirichletModel, JelinekMercerModel, impacts_for
+from retrieval.index.native import Index, native_index
+from retrieval.pipeline import params
+from retrieval.pipeline.params import default
+from retrieval.pipeline.stage import Stage
 from retrieval.sparse.feedback import FeedbackVector, eligible_terms, feedback_vector, relevance_model
-from retrieval.sparse.models import BM25Model, DirichletModel, JelinekMercerModel, impacts_for
 from retrieval.sparse.searcher import ImpactSearcher, WeightedQuery
 from retrieval.types import Columns, Queries, Ranking, Run
 
@@ -116,7 +116,7 @@ class SparseRanker(Stage):
 
 
 class BM25(SparseRanker):
-    """BM25 as Lucene computes it (defaults: Anserini's k1=0.9, b=0.4, declared in params.py)."""
+    """BM25 as Lucene computes it (defaults: Anserini's k1=0.9, b=0.4, declared in pipeline/params.py)."""
 
     name = "bm25"
 

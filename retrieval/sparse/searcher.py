@@ -22,9 +22,9 @@ from functools import cached_property
 import numpy as np
 from tqdm import tqdm
 
+from retrieval.index.codebook import Impacts, from_values
+from retrieval.index.postings import InvertedIndex
 from retrieval.sparse import kernels
-from retrieval.sparse.codebook import Impacts, from_values
-from retrieval.sparse.inverted import InvertedIndex
 
 WeightedQuery = list[tuple[int, float]]  # (term id, weight)
 METHODS = ("auto", "maxscore", "exhaustive")

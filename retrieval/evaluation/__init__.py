@@ -1,0 +1,1 @@
+"""Evaluating runs against qrels: measures through ir-measures, and significance tests."""

@@ -1,0 +1,2 @@
+"""Config-driven experiments: the YAML config, the runner, what an experiment produced, and its
+report."""

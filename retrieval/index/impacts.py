@@ -1,0 +1,230 @@
+"""Scoring functions as Lucene computes them, evaluated once per posting ("impacts").
+
+Each model turns the index's postings into one float per posting; a query's
+score for a document is then sum over query terms of weight * impact, which
+is exactly how Lucene sums BoostQuery-weighted TermQuery clauses. Document
+lengths are Lucene's quantised norms (see lucene_norms).
+
+The collection statistics (document count, total length, df, cf) come from
+the index itself unless a `CollectionStats` is given: a shard of a sharded
+index scores with the whole collection's statistics, so its impacts equal the
+single index's (see retrieval.shards.stats).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from numba import vectorize
+
+from retrieval.errors import InputError
+from retrieval.index.codebook import Impacts, encode
+from retrieval.index.lucene_norms import quantised_lengths
+from retrieval.index.postings import InvertedIndex, term_ranges
+from retrieval.storage import load_array, naming, new_array, release_pages, save_array
+
+
+@vectorize(["float64(float64)"], cache=True)
+def log(x):
+    """The C library's natural log, element by element. numpy's own loops on CPUs with AVX-512 round
+    some results differently from the C library's, which would make impacts and run files depend on
+    the CPU; this is the same on every machine."""
+    return math.log(x)
+
+
+@vectorize(["float64(float64)"], cache=True)
+def log1p(x):
+    """The C library's log(1 + x), element by element (see log)."""
+    return math.log1p(x)
+
+
+@dataclass(frozen=True, eq=False)
+class CollectionStats:
+    """The statistics a model scores with; `df` and `cf` are aligned with the index's term ids."""
+
+    num_docs: int      # documents, empty ones included
+    doc_count: int     # documents with at least one term (Lucene's docCount)
+    total_terms: int   # collection length
+    df: np.ndarray     # document frequency per term id
+    cf: np.ndarray     # collection frequency per term id (int64)
+
+    @classmethod
+    def of(cls, index: InvertedIndex) -> CollectionStats:
+        """An index's own statistics."""
+        return cls(num_docs=index.num_docs, doc_count=int(np.count_nonzero(index.doc_lengths)),
+                   total_terms=int(np.sum(index.doc_lengths, dtype=np.int64)), df=index.df, cf=index.cf)
+
+
+# The impacts of the model named in IMPACTS_MODEL_FILE, as a codebook (codebook.py):
+CODES_FILE = "impact_codes.npy"       # per posting: uint16 (or uint32) place in its term's run of the table
+TABLE_FILE = "impact_table.npy"       # float64: each term's distinct impacts, term after term
+BASES_FILE = "impact_bases.npy"       # int64, terms + 1: where each term's run starts
+IMPACTS_MODEL_FILE = "impacts.json"   # {"model": class name, parameters...}
+CHUNK_POSTINGS = 1 << 23              # impacts are computed this many postings at a time (bounded memory)
+
+
+def _collection_probability(stats: CollectionStats) -> np.ndarray:
+    """Lucene's DefaultCollectionModel: (cf + 1) / (total terms + 1), per term."""
+    return (stats.cf + 1.0) / (float(stats.total_terms) + 1.0)
+
+
+class ImpactModel:
+    """A model whose score is a sum over query terms of weight * per-posting impact.
+
+    `impacts` evaluates `_chunk` term range by term range into one array:
+    every operation is elementwise, so the values are those of one pass over
+    all postings, with temporaries bounded by CHUNK_POSTINGS. Every model here
+    has impacts >= 0 (what dynamic pruning needs).
+    """
+
+    nonnegative = True
+
+    def _chunk(self, index: InvertedIndex, stats: CollectionStats, lengths: np.ndarray,
+               lo: int, hi: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def impacts(self, index: InvertedIndex, stats: CollectionStats | None = None) -> np.ndarray:
+        """One float64 impact per posting (the reference the codebook reproduces)."""
+        out = np.empty(len(index.docnos), dtype=np.float64)
+        for lo, hi, values in self.chunks(index, stats):
+            out[index.indptr[lo]:index.indptr[hi]] = values
+        return out
+
+    def encoded(self, index: InvertedIndex, stats: CollectionStats | None = None,
+                codes_for: Callable[[type], np.ndarray] | None = None) -> Impacts:
+        """The impacts as a codebook, computed term range by term range (bounded memory); the codes
+        go into `codes_for(dtype)` (default: a new array in memory)."""
+        return encode(index.indptr, lambda: self.chunks(index, stats),
+                      codes_for or (lambda dtype: np.empty(len(index.docnos), dtype)))
+
+    def chunks(self, index: InvertedIndex, stats: CollectionStats | None = None
+               ) -> Iterator[tuple[int, int, np.ndarray]]:
+        """(lo, hi, float64 impacts of the postings of terms [lo, hi)), about CHUNK_POSTINGS at a time."""
+        stats = stats or CollectionStats.of(index)
+        lengths = quantised_lengths(index.doc_lengths)
+        for lo, hi in term_ranges(index.indptr, CHUNK_POSTINGS):
+            yield lo, hi, self._chunk(index, stats, lengths, lo, hi)
+            release_pages(index.docnos, index.tfs)  # bounded memory when these are file maps
+
+    @property
+    def key(self) -> dict:
+        """What identifies these impacts on disk: the class name and the parameters."""
+        return {"model": type(self).__name__, **asdict(self)}
+
+
+def _span(index: InvertedIndex, lo: int, hi: int) -> slice:
+    return slice(int(index.indptr[lo]), int(index.indptr[hi]))
+
+
+@dataclass(frozen=True)
+class BM25Model(ImpactModel):
+    """Lucene's BM25Similarity: idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))."""
+
+    k1: float
+    b: float
+
+    def _chunk(self, index, stats, lengths, lo, hi):
+        doc_count = stats.doc_count  # docs that have the field
+        avgdl = float(stats.total_terms) / max(doc_count, 1)
+        df = stats.df[lo:hi].astype(np.float64)
+        idf = log(1.0 + (doc_count - df + 0.5) / (df + 0.5))
+        span = _span(index, lo, hi)
+        tf = np.asarray(index.tfs[span], dtype=np.float64)
+        norm = self.k1 * (1.0 - self.b + self.b * lengths[index.docnos[span]] / avgdl)
+        return np.repeat(idf, index.df[lo:hi]) * tf / (tf + norm)
+
+
+@dataclass(frozen=True)
+class DirichletModel(ImpactModel):
+    """Lucene's LMDirichletSimilarity: max(0, log(1 + tf / (mu p(t|C))) + log(mu / (dl + mu)))."""
+
+    mu: float
+
+    def _chunk(self, index, stats, lengths, lo, hi):
+        span = _span(index, lo, hi)
+        pc = np.repeat(_collection_probability(stats)[lo:hi], index.df[lo:hi])
+        tf = np.asarray(index.tfs[span], dtype=np.float64)
+        score = log1p(tf / (self.mu * pc)) + log(self.mu / (lengths[index.docnos[span]] + self.mu))
+        return np.maximum(score, 0.0)
+
+
+@dataclass(frozen=True)
+class JelinekMercerModel(ImpactModel):
+    """Lucene's LMJelinekMercerSimilarity: log(1 + (1 - lam) tf / dl / (lam p(t|C))).
+
+    `lam` is the weight of the collection model, as in Lucene and Anserini.
+    """
+
+    lam: float
+
+    def _chunk(self, index, stats, lengths, lo, hi):
+        span = _span(index, lo, hi)
+        pc = np.repeat(_collection_probability(stats)[lo:hi], index.df[lo:hi])
+        tf = np.asarray(index.tfs[span], dtype=np.float64)
+        return log1p((1.0 - self.lam) * tf / lengths[index.docnos[span]] / (self.lam * pc))
+
+
+# Every bag-of-words model by ranker name, with its own parameters (declared in params.PARAMS). A new
+# formula registers here; rankers.sparse_builders then builds its native and sharded stages.
+SPARSE_MODELS: dict[str, tuple[type[ImpactModel], tuple[str, ...]]] = {
+    "bm25": (BM25Model, ("k1", "b")),
+    "qld": (DirichletModel, ("mu",)),
+    "qljm": (JelinekMercerModel, ("lam",)),
+}
+
+
+def sparse_model(name: str, **values: float) -> ImpactModel:
+    """The model registered as `name`, its parameters checked and the missing ones defaulted."""
+    from retrieval.pipeline import params
+
+    if name not in SPARSE_MODELS:
+        raise InputError(f"unknown sparse model {name!r}; expected one of {', '.join(SPARSE_MODELS)}")
+    model, names = SPARSE_MODELS[name]
+    params.check(**values)
+    return model(**({n: params.default(n) for n in names} | values))
+
+
+def write_impacts(path: Path, model: ImpactModel) -> None:
+    """Precompute a model's impacts (as a codebook) into an inverted part being built.
+
+    Written at build time for the default BM25, so that searching with it neither
+    pays a pass over all postings on the first query nor holds them in memory
+    (the codes are memory-mapped); other models compute theirs on load.
+    """
+    index = InvertedIndex(path)
+    release_pages(index.docnos, index.tfs)  # opening checks every posting; keep none resident
+
+    def codes_file(dtype: type) -> np.ndarray:
+        return new_array(path / CODES_FILE, dtype, (len(index.docnos),))
+
+    impacts = model.encoded(index, codes_for=codes_file)
+    impacts.codes.flush()
+    save_array(path / TABLE_FILE, impacts.table)
+    save_array(path / BASES_FILE, impacts.bases)
+    del impacts
+    with naming(path / IMPACTS_MODEL_FILE):
+        (path / IMPACTS_MODEL_FILE).write_text(json.dumps(model.key, sort_keys=True) + "\n")
+
+
+def impacts_for(model: ImpactModel, index: InvertedIndex,
+                stats: CollectionStats | None = None) -> Impacts:
+    """The impacts of `model`: the stored ones when the index has them for this
+    model and its own statistics, else computed now (an index built before they were stored, another
+    model or parameters, or a shard scoring with the whole collection's statistics)."""
+    stored = index.path / IMPACTS_MODEL_FILE
+    if stats is None and stored.is_file() and (index.path / CODES_FILE).is_file():
+        try:
+            key = json.loads(stored.read_text())
+        except ValueError:
+            raise InputError("unreadable impacts description; rebuild the index", stored) from None
+        if key == model.key:
+            impacts = Impacts(*(np.asarray(load_array(index.path / name))
+                                for name in (CODES_FILE, TABLE_FILE, BASES_FILE)))
+            impacts.check(index.indptr, index.path / CODES_FILE, lambda: release_pages(impacts.codes))
+            return impacts
+    return model.encoded(index, stats)

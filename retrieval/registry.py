@@ -1,0 +1,210 @@
+"""The ranker registry: each ranker's parameters, and how it is built on each kind of index.
+
+    stage = build("bm25", open_index("indexes/cacm"), k1=1.2)   # native, sharded or Lucene alike
+
+To add a ranker: write a Stage (its constructor takes the index and its
+parameters; `__call__(queries, run=None) -> Run`), declare any parameter that
+is new in params.PARAMS (type, default, range, help), and add a `Ranker` to
+RANKERS naming its parameters and one builder per index kind it runs on.
+`retrieval search` flags, the YAML schema (experiments/config.py) and the range checks are
+generated from this table; a parameter a ranker does not take is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from retrieval.errors import InputError
+from retrieval.index.impacts import SPARSE_MODELS
+from retrieval.index.kinds import AnyIndex
+from retrieval.pipeline.params import PARAMS, RERANK_DEPTH, Param
+from retrieval.pipeline.stage import Stage
+
+Builder = Callable[..., Stage]
+FEEDBACK = ("rm3", "fb_docs", "fb_terms", "original_weight")
+# parameters that apply only when a switch has a value: given otherwise, they are refused, not ignored
+APPLIES_ONLY_WITH = {("rm3", True): FEEDBACK[1:], ("fusion", "interpolate"): ("weight",),
+                     ("fusion", "rrf"): ("rrf_k",)}
+
+
+@dataclass(frozen=True)
+class Ranker:
+    """A registered ranker: its parameters (names in params.PARAMS) and a builder per index kind."""
+
+    name: str
+    help: str
+    params: tuple[str, ...]
+    builders: Mapping[str, Builder]
+    defaults: Mapping[str, Any] = field(default_factory=dict)  # this ranker's own defaults
+    needs_run: bool = False  # a reranker: give it a first stage's run
+    needs_parts: tuple[str, ...] = ()  # index parts it searches, besides the inverted index
+
+    def parameters(self) -> dict[str, Param]:
+        """Its parameters with this ranker's defaults."""
+        return {n: dataclasses.replace(PARAMS[n], default=self.defaults.get(n, PARAMS[n].default))
+                for n in self.params}
+
+    def default(self, name: str) -> Any:
+        return self.parameters()[name].default
+
+    def check(self, name: str, value: Any) -> None:
+        """InputError unless this ranker takes `name` and `value` is of its type and range."""
+        declared = self.parameters()
+        if name not in declared:
+            raise InputError(f"unknown parameter {name!r} for {self.name}; expected one of "
+                             + ", ".join(sorted(declared)))
+        try:
+            declared[name].check(value)
+        except InputError as e:
+            raise InputError(f"{self.name}: {e.message}") from None
+
+    def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Every parameter's value: the given ones (checked), the defaults for the rest."""
+        declared = self.parameters()
+        for name, value in given.items():
+            self.check(name, value)
+        values = {n: p.default for n, p in declared.items()} | {n: v for n, v in given.items()
+                                                                if v is not None}
+        for (switch, on), names in APPLIES_ONLY_WITH.items():
+            ignored = [n for n in names if given.get(n) is not None]
+            if switch in values and values[switch] != on and ignored:
+                setting = switch if on is True else f"{switch} {on}"
+                verb = "apply" if len(ignored) > 1 else "applies"
+                raise InputError(f"{self.name}: {', '.join(ignored)} {verb} only with {setting}")
+        return values
+
+
+# ---------------------------------------------------------------- builders, by index kind
+
+
+def _model_params(model: str, v: dict[str, Any]) -> dict[str, Any]:
+    return {n: v[n] for n in SPARSE_MODELS[model][1]}
+
+
+def _native_sparse(model: str) -> Builder:
+    def build(index: AnyIndex, **v: Any) -> Stage:
+        from retrieval.index.impacts import sparse_model
+        from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood, SparseRanker
+
+        common = {"hits": v["hits"], "threads": v["threads"]}
+        if model == "bm25":
+            stage: Stage = BM25(index, **common, **_model_params(model, v))
+        elif model in ("qld", "qljm"):
+            smoothing = "dirichlet" if model == "qld" else "jelinek-mercer"
+            stage = QueryLikelihood(index, smoothing, **common, **_model_params(model, v))
+        else:  # any other registered model
+            stage = SparseRanker(index, sparse_model(model, **_model_params(model, v)), **common, name=model)
+        return _feedback(RM3, stage, v)
+    return build
+
+
+def _sharded_sparse(model: str) -> Builder:
+    def build(index: AnyIndex, **v: Any) -> Stage:
+        from retrieval.shards.rankers import ShardedRM3, ShardedSparse
+
+        stage = ShardedSparse(index, model, v["hits"], index.shard_backend(), v["threads"],
+                              **_model_params(model, v))
+        return _feedback(ShardedRM3, stage, v)
+    return build
+
+
+def sparse_builders(model: str) -> dict[str, Builder]:
+    """The native and sharded builders of a model registered in index.impacts.SPARSE_MODELS; its
+    Ranker's parameters are the model's own plus SPARSE (hits, threads, RM3's), which they take."""
+    return {"native": _native_sparse(model), "sharded": _sharded_sparse(model)}
+
+
+def _lucene_sparse(model: str) -> Builder:
+    def build(index: AnyIndex, **v: Any) -> Stage:
+        from retrieval.lucene import LuceneBM25, LuceneQLD
+
+        common = {n: v[n] for n in FEEDBACK + ("hits", "threads")} | _model_params(model, v)
+        return (LuceneBM25 if model == "bm25" else LuceneQLD)(index, **common)
+    return build
+
+
+def _feedback(rm3: type, stage: Stage, v: dict[str, Any]) -> Stage:
+    if not v["rm3"]:
+        return stage
+    return rm3(stage, fb_docs=v["fb_docs"], fb_terms=v["fb_terms"], original_weight=v["original_weight"])
+
+
+def _native_dense(index: AnyIndex, **v: Any) -> Stage:
+    from retrieval.dense import DenseRetriever
+
+    return DenseRetriever(index, v["encoder"], hits=v["hits"], precision=v["precision"],
+                          threads=v["threads"], ef_search=v["ef_search"], nprobe=v["nprobe"])
+
+
+def _sharded_dense(index: AnyIndex, **v: Any) -> Stage:
+    from retrieval.shards.rankers import ShardedDense
+
+    for name in ("ef_search", "nprobe"):
+        if v[name] is not None:
+            raise InputError(f"{name} is not supported on a sharded index (its dense parts are flat)")
+    return ShardedDense(index, v["hits"], index.shard_backend(), v["encoder"], v["precision"], v["threads"])
+
+
+def _hybrid(index: AnyIndex, **v: Any) -> Stage:
+    """BM25 and dense, each to `depth`, fused: min-max interpolation (`weight` on BM25) or RRF."""
+    from retrieval.pipeline.fusion import RRF, Interpolate
+
+    depth = v["depth"]
+    sparse = build("bm25", index, k1=v["k1"], b=v["b"], hits=depth, threads=v["threads"])
+    dense = build("dense", index, hits=depth, encoder=v["encoder"], precision=v["precision"],
+                  threads=v["threads"])
+    if v["fusion"] == "rrf":
+        return RRF(sparse, dense, rrf_k=v["rrf_k"], depth=depth, hits=v["hits"])
+    return Interpolate(sparse, dense, weight=v["weight"], depth=depth, hits=v["hits"])
+
+
+def _late(index: AnyIndex, **v: Any) -> Stage:
+    from retrieval.late import LateReranker
+
+    return LateReranker(index, v["checkpoint"], interpolate=v["interpolate"], depth=v["depth"],
+                        hits=v["hits"], threads=v["threads"], precision=v["precision"])
+
+
+# ---------------------------------------------------------------- the registry
+
+SPARSE = ("hits", "threads") + FEEDBACK
+NEURAL = ("hits", "threads", "encoder", "precision")
+
+RANKERS: dict[str, Ranker] = {r.name: r for r in (
+    Ranker("bm25", "BM25 (Lucene's formula)", ("k1", "b") + SPARSE,
+           sparse_builders("bm25") | {"lucene": _lucene_sparse("bm25")}),
+    Ranker("qld", "query likelihood, Dirichlet smoothing", ("mu",) + SPARSE,
+           sparse_builders("qld") | {"lucene": _lucene_sparse("qld")}),
+    Ranker("qljm", "query likelihood, Jelinek-Mercer smoothing", ("lam",) + SPARSE, sparse_builders("qljm")),
+    Ranker("dense", "bi-encoder over the index's FAISS part", NEURAL + ("ef_search", "nprobe"),
+           {"native": _native_dense, "sharded": _sharded_dense}, needs_parts=("dense",)),
+    Ranker("hybrid", "BM25 fused with dense", NEURAL + ("depth", "k1", "b", "weight", "fusion", "rrf_k"),
+           {"native": _hybrid, "sharded": _hybrid}, defaults={"depth": 1000}, needs_parts=("dense",)),
+    Ranker("late", "late-interaction (MaxSim) reranker of a run's top `depth`",
+           ("hits", "threads", "precision", "depth", "checkpoint", "interpolate"),
+           {"native": _late, "sharded": _late}, defaults={"depth": RERANK_DEPTH}, needs_run=True),
+)}
+
+
+def ranker(name: str) -> Ranker:
+    """The registered ranker called `name`; InputError naming the known ones otherwise."""
+    if not isinstance(name, str) or name not in RANKERS:
+        raise InputError(f"unknown model {name!r}; expected one of {', '.join(RANKERS)}")
+    return RANKERS[name]
+
+
+def build(name: str, index: AnyIndex | Any, **params: Any) -> Stage:
+    """The stage for ranker `name` on `index` (any kind, or a path), parameters checked."""
+    from retrieval.index.kinds import open_index
+
+    entry = ranker(name)
+    values = entry.resolve(params)  # before opening anything
+    index = open_index(index)
+    if index.kind not in entry.builders:
+        raise InputError(f"{name} does not run on a {index.kind} index; it runs on "
+                         f"{', '.join(entry.builders)} indexes", index.path)
+    return entry.builders[index.kind](index, **values)
+
