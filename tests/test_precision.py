@@ -171,7 +171,7 @@ def test_stored_outlier_channels_are_the_default_models_own():
     from retrieval.dense.encoder import Encoder
     from retrieval.runtime.int8_outliers import channel_peaks, largest_channels, stored_channels
 
-    sys.path.insert(0, str(ROOT / "eval"))
+    sys.path[:0] = [str(ROOT / "eval" / "studies"), str(ROOT / "eval")]
     from calibrate_int8 import COLLECTIONS, calibration_batches
 
     encoder = Encoder(precision="fp32", progress=False)
