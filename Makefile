@@ -21,7 +21,9 @@ test: install lint
 	# Debian's Chromium renders the HTML report in the report test (needs root).
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
 		|| echo "warning: chromium not installed; the report screenshot test will fail"
-	$(PYTHON) -m pytest -q
+	# two workers, one test file each at a time (its module fixtures built once); the collections' indexes
+	# are built once for both (tests/conftest.py shared_dir)
+	$(PYTHON) -m pytest -q -n 2 --dist loadfile
 	# Most CPUs lack bf16 and AVX-512: where this one has either, the model tests run again as on an
 	# AVX2 CPU (the package's choices and torch's kernels both capped).
 	if RETRIEVAL_EMULATE_CPU= RETRIEVAL_NO_BF16= $(PYTHON) -c "import sys; from retrieval.runtime.precision import \
@@ -29,7 +31,7 @@ test: install lint
 		then $(MAKE) --no-print-directory test-avx2; fi
 
 test-avx2:
-	RETRIEVAL_EMULATE_CPU=avx2 $(PYTHON) -m pytest -q $(MODEL_TESTS)
+	RETRIEVAL_EMULATE_CPU=avx2 $(PYTHON) -m pytest -q -n 2 --dist loadfile $(MODEL_TESTS)
 
 lint:
 	$(PYTHON) -m ruff check retrieval tests eval

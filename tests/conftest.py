@@ -1,10 +1,13 @@
-"""Shared fixtures: the data directory and indexes built once per test run."""
+"""Shared fixtures: the data directory and indexes built once per test run (once for all xdist workers)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from retrieval import collections
 from retrieval.index.native import Index, build_index
@@ -18,11 +21,29 @@ def need_data() -> None:
         pytest.fail(f"test data not found at {DATA}; set RETRIEVAL_DATA", pytrace=False)
 
 
+def shared_dir(tmp_path_factory, name: str, build: Callable[[Path], object]) -> Path:
+    """A directory built once per test run and shared by every pytest-xdist worker: the first worker to
+    ask builds it under a file lock, the others wait and reuse it. Tests must treat it as read-only."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's base directory, above every worker's own
+    path = root / "shared" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    done = path.parent / f"{name}.done"
+    with FileLock(str(path.parent / f"{name}.lock")):
+        if not done.exists():
+            build(path)
+            done.touch()
+    return path
+
+
 def _built(tmp_path_factory, name: str) -> Index:
     need_data()
-    path = tmp_path_factory.mktemp("indexes") / name
-    build_index(collections.load_documents(name), path, source=f"collection:{name}", progress=False)
-    return Index.open(path)
+
+    def build(path: Path) -> None:
+        build_index(collections.load_documents(name), path, source=f"collection:{name}", progress=False)
+
+    return Index.open(shared_dir(tmp_path_factory, name, build))
 
 
 @pytest.fixture(scope="session")
@@ -54,8 +75,12 @@ def tiny_docs(tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def scifact_dense_index(tmp_path_factory) -> Index:
     """SciFact with inverted and dense parts (default encoder), built once per test run."""
-    from retrieval.dense import add_dense
+    need_data()
 
-    index = _built(tmp_path_factory, "scifact")
-    add_dense(index)
-    return Index.open(index.path)
+    def build(path: Path) -> None:
+        from retrieval.dense import add_dense
+
+        build_index(collections.load_documents("scifact"), path, source="collection:scifact", progress=False)
+        add_dense(path)
+
+    return Index.open(shared_dir(tmp_path_factory, "scifact-dense", build))

@@ -246,7 +246,7 @@ def test_scifact_hybrid_with_weight_chosen_on_train(scifact_dense_index):
     bm25, dense = BM25(scifact_dense_index), DenseRetriever(scifact_dense_index, hits=1000)
     train = collections.load_topics("scifact:train")
     weight, _ = tune_weight(bm25(train).without_query_ids(), dense(train).without_query_ids(),
-                            collections.load_qrels("scifact:train"), "nDCG@10")
+                            collections.load_qrels("scifact:train"), "nDCG@10", depth=100)
     test = collections.load_topics("scifact")
     run = interpolate(bm25(test).without_query_ids(), dense(test).without_query_ids(), weight)
     ndcg = evaluate(run, collections.load_qrels("scifact"), ["nDCG@10"])["nDCG@10"]
