@@ -352,7 +352,7 @@ def scifact_subset_runs(scifact_index):
     from retrieval.late import DEFAULT_CHECKPOINT
     from retrieval.sparse.rankers import BM25
 
-    assert DEFAULT_CHECKPOINT.is_file(), "the committed checkpoint models/late/late.safetensors is missing"
+    assert DEFAULT_CHECKPOINT.is_file(), "retrieval/models/late/late.safetensors is missing"
     queries = Queries(list(collections.load_topics("scifact").items())[:SLOW_QUERIES])
     bm25 = BM25(scifact_index, hits=SLOW_DEPTH + 1)(queries).without_query_ids().cut(SLOW_DEPTH)
     late = LateReranker(scifact_index, None, threads=2, depth=SLOW_DEPTH)(queries, bm25)
