@@ -125,9 +125,11 @@ def _write_inputs(work: Path) -> None:
 
 
 def _venv(path: Path) -> tuple[Path, dict[str, str]]:
-    """A fresh virtual environment seeing the system's packages (torch and the rest: not reinstalled),
-    and the environment to run in it: no PYTHONPATH, its bin first on PATH."""
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(path)], check=True)
+    """A fresh virtual environment seeing the system's packages (torch and the rest: not reinstalled;
+    pip and setuptools too, not the older ones a venv would bundle), and the environment to run in it:
+    no PYTHONPATH, its bin first on PATH."""
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(path)],
+                   check=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env |= {"PATH": f"{path / 'bin'}{os.pathsep}{env.get('PATH', '')}", "VIRTUAL_ENV": str(path)}
     return path / "bin" / "python", env
