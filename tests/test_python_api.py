@@ -213,6 +213,10 @@ def test_our_stages_in_pyterrier_pipelines_and_theirs_in_ours(tiny):
     qrels = Qrels({"1": {"d2": 1}, "2": {"d4": 1}})
     table = pt.Experiment([to_pyterrier(bm25)], QUERIES.to_df(), qrels.to_df(), ["map"])
     assert table["map"][0] == pytest.approx(evaluate(bm25(QUERIES), qrels, ["MAP"])["MAP"])
+    from retrieval import Experiment
+
+    ours_table = Experiment([to_pyterrier(bm25), bm25], QUERIES, qrels, ["MAP"], names=["pt", "ours"])
+    assert ours_table["MAP"].tolist() == [evaluate(bm25(QUERIES), qrels, ["MAP"])["MAP"]] * 2
     with pytest.raises(InputError, match="wrap it"):
         bm25 >> by_length  # noqa: B018
     assert repr(from_pyterrier(by_length)).startswith("from_pyterrier(")

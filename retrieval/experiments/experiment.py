@@ -5,11 +5,11 @@
     Experiment([bm25, bm25 % 100 >> QueryLikelihood("indexes/cranfield")], "cranfield", "cranfield",
                ["MAP", "nDCG@10"], names=["bm25", "bm25>>qld"], baseline=0)
 
-Systems are stages (run on the topics), Runs or run files. The figures come from the functions
-`retrieval run` calls (evaluation.measures.evaluate / per_query, significance.compare: paired
-t-test and Wilcoxon, Holm-corrected over the systems), and the table from its report
-(report.table), so an Experiment over the same systems and topics gives `retrieval run`'s table.
-The judged-document and depth warnings of `retrieval run` are printed too.
+Systems are stages or PyTerrier transformers (run on the topics), Runs or run files. The figures
+come from the functions `retrieval run` calls (evaluation.measures.evaluate / per_query,
+significance.compare: paired t-test and Wilcoxon, Holm-corrected over the systems), and the table
+from its report (report.table), so an Experiment over the same systems and topics gives `retrieval
+run`'s table. The judged-document and depth warnings of `retrieval run` are printed too.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from retrieval.experiments.config import Config
 from retrieval.experiments.outcome import Outcome
 from retrieval.formats.trec import read_run
 from retrieval.index.kinds import open_index
-from retrieval.pipeline.stage import document_index
+from retrieval.pipeline.stage import document_index, is_pyterrier
 from retrieval.types import Qrels, Queries, Run, pandas
 
-System = Any  # a Stage (or any callable (queries, run=None) -> Run), a Run, or a run file's path
+System = Any  # a Stage (or callable (queries, run=None) -> Run), a PyTerrier transformer, a Run, a run file
 
 
 def Experiment(systems: Sequence[System] | Mapping[str, System], topics: Any, qrels: Any,
@@ -134,6 +134,10 @@ def _run(system: System, queries: Queries, remove_query_ids: bool) -> Run:
         run = system
     elif isinstance(system, (str, Path)):
         run = read_run(system)
+    elif is_pyterrier(system):  # a PyTerrier transformer, as pt.Experiment takes
+        from retrieval.pipeline.pyterrier import from_pyterrier
+
+        run = from_pyterrier(system)(queries)
     elif callable(system):
         run = system(queries)
         if not isinstance(run, Run):

@@ -26,8 +26,10 @@ calls first): no stage drops such a query in silence or passes it on unranked.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
@@ -94,6 +96,9 @@ class Stage(ABC):
 
         shown: dict[str, object] = {}
         for name, p in inspect.signature(type(self).__init__).parameters.items():
+            if p.kind == p.VAR_KEYWORD:  # e.g. a model's parameters (k1=, b=): its dataclass fields
+                model = vars(self).get("model")
+                shown |= dataclasses.asdict(model) if dataclasses.is_dataclass(model) else {}
             if name == "self" or name in _UNSHOWN or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 continue
             value = _held(self, name)
@@ -107,6 +112,13 @@ class Stage(ABC):
         stages = getattr(self, "stages", ()) if _takes_stages(self) else ()
         args = [repr(s) for s in stages] + [f"{k}={v!r}" for k, v in self.settings().items()]
         return f"{type(self).__name__}({', '.join(args)})"
+
+
+def is_pyterrier(obj: object) -> bool:
+    """Whether `obj` is a PyTerrier transformer (pyterrier is not imported here: an object can be one
+    only once it has been)."""
+    pt = sys.modules.get("pyterrier")
+    return pt is not None and isinstance(obj, getattr(pt, "Transformer", ()))
 
 
 def _held(stage: Stage, name: str) -> object:
@@ -168,7 +180,7 @@ class Pipeline(Stage):
         for stage in stages:
             if not callable(stage):
                 raise InputError(f"a pipeline stage must be callable, got {type(stage).__name__}")
-            if type(stage).__module__.split(".")[0] == "pyterrier":
+            if is_pyterrier(stage):
                 raise InputError(f"{stage!r} is a PyTerrier transformer; wrap it for our pipelines with"
                                  " retrieval.pipeline.pyterrier.from_pyterrier(...)")
             flat.extend(stage.stages if isinstance(stage, Pipeline) else [stage])
