@@ -1,7 +1,7 @@
 """Benchmark: late-interaction reranking of BM25 top-100 (quality, latency, store size).
 
-    python eval/bench_late.py [--model models/late/late.safetensors] [--candidates CKPT ...] [--threads 2]
-                              [--workdir /tmp/bench_late] [--cache-dir DIR] [--latency-queries 30]
+    python eval/bench_late.py [--model retrieval/models/late/late.safetensors] [--candidates CKPT ...]
+        [--threads 2] [--workdir /tmp/bench_late] [--cache-dir DIR] [--latency-queries 30]
 
 In one run, on 2 cores: SciFact test nDCG@10 of BM25, zero-shot MaxSim, the
 trained checkpoint alone and fused with BM25 (the weight stored in the

@@ -17,11 +17,26 @@ from retrieval.runtime import cpu_emulation  # noqa: F401  (on import: caps torc
 # The API below is imported when first used, so `import retrieval` (and with it the `retrieval`
 # command's start-up, where Ctrl-C must still end in one line) does not load numpy, numba or torch.
 _EXPORTS = {
+    # stages: search (`stage(queries)`, `stage.search("text", k)`), compose (>> % + * |), rerank
     "BM25": "retrieval.sparse.rankers", "RM3": "retrieval.sparse.rankers",
-    "QueryLikelihood": "retrieval.sparse.rankers", "Index": "retrieval.index.native",
-    "build_index": "retrieval.index.native", "evaluate": "retrieval.evaluation.measures",
-    "per_query": "retrieval.evaluation.measures", "Run": "retrieval.types", "Queries": "retrieval.types",
-    "Qrels": "retrieval.types", "Document": "retrieval.types", "InputError": "retrieval.errors",
+    "QueryLikelihood": "retrieval.sparse.rankers", "DenseRetriever": "retrieval.dense.retriever",
+    "LateReranker": "retrieval.late.reranker", "LateModel": "retrieval.late.model",
+    "rerank": "retrieval.late.reranker", "Stage": "retrieval.pipeline.stage",
+    "Pipeline": "retrieval.pipeline.stage", "Cut": "retrieval.pipeline.stage",
+    "pipe": "retrieval.pipeline.stage", "RRF": "retrieval.pipeline.fusion",
+    "Interpolate": "retrieval.pipeline.fusion", "WeightedSum": "retrieval.pipeline.fusion",
+    "to_pyterrier": "retrieval.pipeline.pyterrier", "from_pyterrier": "retrieval.pipeline.pyterrier",
+    # indexes: build, open any kind, the ranker registry
+    "Index": "retrieval.index.native", "build_index": "retrieval.index.native",
+    "open_index": "retrieval.index.kinds", "build": "retrieval.registry",
+    # evaluation and experiments
+    "evaluate": "retrieval.evaluation.measures", "per_query": "retrieval.evaluation.measures",
+    "parse_measures": "retrieval.evaluation.measures", "compare": "retrieval.evaluation.significance",
+    "Experiment": "retrieval.experiments.experiment",
+    # the currency, files, errors
+    "Run": "retrieval.types", "Queries": "retrieval.types", "Qrels": "retrieval.types",
+    "Document": "retrieval.types", "Result": "retrieval.types", "Results": "retrieval.types",
+    "InputError": "retrieval.errors",
     "read_run": "retrieval.formats", "write_run": "retrieval.formats",
     "read_topics": "retrieval.formats", "read_qrels": "retrieval.formats",
 }

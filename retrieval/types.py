@@ -11,7 +11,8 @@ import math
 import numbers
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -39,9 +40,104 @@ class Document(NamedTuple):
 class Queries(dict[str, str]):
     """Query id -> query text, in topic-file order."""
 
+    def to_df(self) -> Any:
+        """A pandas DataFrame with PyTerrier's topic columns: qid, query."""
+        pd = pandas()
+        return pd.DataFrame({"qid": list(self), "query": list(self.values())}, columns=["qid", "query"])
+
+    @classmethod
+    def from_df(cls, df: Any) -> Queries:
+        """Queries from a DataFrame with columns qid and query (PyTerrier's topics; a results frame
+        with those columns too, each query once)."""
+        _columns(df, ("qid", "query"), "topics")
+        out = cls()
+        for qid, text in zip(df["qid"].astype(str), df["query"]):
+            if not isinstance(text, str):
+                raise InputError(f"query {qid!r}: expected its text in the query column, got {text!r}")
+            if out.setdefault(qid, text) != text:
+                raise InputError(f"query {qid!r} has two texts in the DataFrame: {out[qid]!r} and {text!r}")
+        return out
+
 
 class Qrels(dict[str, dict[str, int]]):
     """Query id -> {doc id: relevance grade}."""
+
+    def to_df(self) -> Any:
+        """A pandas DataFrame with PyTerrier's qrels columns: qid, docno, label."""
+        pd = pandas()
+        rows = [(q, d, g) for q, judged in self.items() for d, g in judged.items()]
+        return pd.DataFrame(rows, columns=["qid", "docno", "label"])
+
+    @classmethod
+    def from_df(cls, df: Any) -> Qrels:
+        """Qrels from a DataFrame with columns qid, docno and label (whole-number grades)."""
+        _columns(df, ("qid", "docno", "label"), "qrels")
+        out = cls()
+        for qid, doc, label in zip(df["qid"].astype(str), df["docno"].astype(str), df["label"]):
+            whole = isinstance(label, numbers.Real) and math.isfinite(label) and label == int(label)
+            if isinstance(label, bool) or not whole:
+                raise InputError(f"qrels of query {qid!r}: label {label!r} of {doc!r} is not a whole number")
+            out.setdefault(qid, {})[doc] = int(label)
+        return out
+
+
+def pandas() -> Any:
+    """The pandas module; InputError naming the extra that installs it when it is missing."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise InputError("DataFrames need pandas: pip install 'retrieval[pandas]'") from None
+    return pd
+
+
+def _columns(df: Any, needed: tuple[str, ...], what: str) -> None:
+    columns = getattr(df, "columns", None)
+    if columns is None:
+        raise InputError(f"expected a pandas DataFrame of {what}, got {type(df).__name__}")
+    missing = [c for c in needed if c not in columns]
+    if missing:
+        raise InputError(f"the DataFrame of {what} lacks the column(s) {', '.join(missing)}; expected"
+                         f" {', '.join(needed)} (PyTerrier's names), got {', '.join(map(str, columns))}")
+
+
+@dataclass(frozen=True)
+class Result:
+    """One ranked document: its id, score, rank (from 1, as in run files) and text, where known."""
+
+    id: str
+    score: float
+    rank: int
+    text: str | None = None
+
+    def __repr__(self) -> str:
+        text = "" if self.text is None else f", text={_shorten(self.text, 60)!r}"
+        return f"Result(rank={self.rank}, id={self.id!r}, score={self.score:.4f}{text})"
+
+
+class Results(list):
+    """One query's ranked `Result`s, best first; prints as a table (rank, score, id, text)."""
+
+    def __repr__(self) -> str:
+        if not self:
+            return "Results([])"
+        width = max(len(r.id) for r in self)
+        head = f"{'rank':>4}  {'score':>9}  {'id':<{width}}"
+        lines = [head + ("  text" if self[0].text is not None else "")]
+        for r in self:
+            text = "" if r.text is None else "  " + _shorten(r.text, 70)
+            lines.append(f"{r.rank:>4}  {r.score:>9.4f}  {r.id:<{width}}{text}")
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+    def ids(self) -> list[str]:
+        """The document ids, best first."""
+        return [r.id for r in self]
+
+
+def _shorten(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def natural_key(qid: str) -> tuple:
@@ -147,6 +243,36 @@ class Run(Mapping[str, Ranking]):
         """As nested dicts {qid: {doc id: score}}, the shape ir-measures reads."""
         return {q: dict(zip(r.ids.tolist(), r.scores.tolist())) if isinstance(r, Columns) else dict(r)
                 for q, r in self._rankings.items()}
+
+    def to_df(self, queries: Mapping[str, str] | None = None) -> Any:
+        """A pandas DataFrame with PyTerrier's result columns: qid, docno, score, rank (from 0, as
+        PyTerrier counts; run files count from 1), and with `queries` a query column after qid."""
+        pd = pandas()
+        qids, docs, scores, ranks = [], [], [], []
+        for qid in self._rankings:
+            hits = self[qid]
+            qids += [qid] * len(hits)
+            docs += [d for d, _ in hits]
+            scores += [s for _, s in hits]
+            ranks += range(len(hits))
+        columns = {"qid": qids}
+        if queries is not None:
+            missing = next((q for q in self._rankings if q not in queries), None)
+            if missing is not None:
+                raise InputError(f"no text for query {missing!r} of the run")
+            columns["query"] = [queries[q] for q in qids]
+        frame = pd.DataFrame({**columns, "docno": docs, "score": scores, "rank": ranks})
+        return frame.astype({"qid": str, "docno": str, "score": "float64", "rank": "int64"})
+
+    @classmethod
+    def from_df(cls, df: Any) -> Run:
+        """A Run from a DataFrame with columns qid, docno and score (PyTerrier's results; other
+        columns, rank included, are ignored: the order is by score, ties by doc id, as in every Run)."""
+        _columns(df, ("qid", "docno", "score"), "results")
+        rankings: dict[str, list[tuple[str, float]]] = {}
+        for qid, doc, score in zip(df["qid"].astype(str), df["docno"].astype(str), df["score"]):
+            rankings.setdefault(qid, []).append((doc, score))
+        return cls(rankings)
 
     def without_query_ids(self) -> Run:
         """Drop each query's own id from its hits (BEIR convention, e.g. SciFact)."""

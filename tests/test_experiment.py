@@ -58,7 +58,7 @@ def test_pipeline_operators_compose_and_cut():
     assert isinstance(p, Pipeline) and len(p.stages) == 3 and isinstance(p.stages[1], Cut)
     assert [d for d, _ in p(Queries(q="x"))["q"]] == ["d2", "d1", "d0"]
     assert [d for d, _ in (p % 1)(Queries(q="x"))["q"]] == ["d2"]
-    assert repr(p) == "fixed >> Cut(3) >> reverse"
+    assert repr(p) == "fixed % 3 >> reverse"
     nested = Pipeline(p, Reverse())  # pipelines are stages and flatten
     assert len(nested.stages) == 4
 

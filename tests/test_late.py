@@ -103,9 +103,10 @@ def test_rerank_function(zero_shot):
     docs = [("d1", "Dogs chase cats in the garden."), ("d2", "Information retrieval ranks documents."),
             ("d3", "The cat sat on the mat.")]
     ranked = rerank("where did the cat sit", docs, zero_shot)
-    assert ranked[0][0] == "d3" and len(ranked) == 3
+    assert ranked[0].id == "d3" and ranked[0].rank == 1 and len(ranked) == 3
+    assert ranked[0].text == "The cat sat on the mat."
     fused = rerank("where did the cat sit", docs, zero_shot, first_scores=[3, 2, 1], interpolate=1.0)
-    assert [d for d, _ in fused] == ["d1", "d2", "d3"]
+    assert fused.ids() == ["d1", "d2", "d3"]
     with pytest.raises(InputError):
         rerank("cat", docs, zero_shot, interpolate=0.5)
     with pytest.raises(InputError, match="empty query"):
@@ -187,7 +188,7 @@ def test_reranker_stage_errors(tiny_index, zero_shot):
     stage = LateReranker(tiny_index, zero_shot, depth=2)
     with pytest.raises(InputError, match="needs a run"):
         stage(Queries(q1="cats"))
-    with pytest.raises(InputError, match="no topic text"):
+    with pytest.raises(InputError, match="no query text"):
         stage(Queries(q1="cats"), Run({"q9": [("d1", 1.0)]}))
     out = stage(Queries(q1="garden dogs"), Run({"q1": [("d1", 3.0), ("d3", 2.0), ("d2", 1.0)]}))
     assert [d for d, _ in out["q1"]] == ["d1", "d3"]  # depth 2: top two reranked, rest dropped
@@ -352,7 +353,7 @@ def scifact_subset_runs(scifact_index):
     from retrieval.late import DEFAULT_CHECKPOINT
     from retrieval.sparse.rankers import BM25
 
-    assert DEFAULT_CHECKPOINT.is_file(), "the committed checkpoint models/late/late.safetensors is missing"
+    assert DEFAULT_CHECKPOINT.is_file(), "retrieval/models/late/late.safetensors is missing"
     queries = Queries(list(collections.load_topics("scifact").items())[:SLOW_QUERIES])
     bm25 = BM25(scifact_index, hits=SLOW_DEPTH + 1)(queries).without_query_ids().cut(SLOW_DEPTH)
     late = LateReranker(scifact_index, None, threads=2, depth=SLOW_DEPTH)(queries, bm25)

@@ -100,11 +100,11 @@ def test_unknown_precision_is_an_input_error():
 def test_committed_models_record_no_precision_and_no_machine_path():
     from safetensors import safe_open
 
-    with safe_open(str(ROOT / "models" / "late" / "late.safetensors"), framework="numpy") as f:
+    with safe_open(str(ROOT / "retrieval" / "models" / "late" / "late.safetensors"), framework="numpy") as f:
         meta = f.metadata()
     settings = json.loads(meta["settings"])
     assert "precision" not in settings and settings["model"] == "all-MiniLM-L6-v2"
-    for path in [ROOT / "models" / "reader" / "training.json", ROOT / "models" / "reader" / "config.json"]:
+    for path in [ROOT / "retrieval" / "models" / "reader" / n for n in ("training.json", "config.json")]:
         values = [str(v) for v in json.loads(path.read_text()).values()]
         assert not any(v.startswith("/") or ":\\" in v for v in values), path
 
@@ -244,7 +244,7 @@ def test_late_checkpoint_with_a_stored_bf16_runs_anywhere(tmp_path, monkeypatch)
     """An old checkpoint that recorded `precision: bf16` loads and runs on a CPU without bf16."""
     from retrieval.late.model import LateModel, load_checkpoint, save_checkpoint
 
-    projection, settings = load_checkpoint(ROOT / "models" / "late" / "late.safetensors")
+    projection, settings = load_checkpoint(ROOT / "retrieval" / "models" / "late" / "late.safetensors")
     old = tmp_path / "old.safetensors"
     save_checkpoint(old, projection, {**settings, "precision": "bf16",
                                       "model": "/root/somewhere/else/model"}, {})

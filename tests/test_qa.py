@@ -22,8 +22,8 @@ from retrieval.qa.reader import Reading, Span, span_distribution
 DATA = collections.data_dir()
 XQUAD = DATA / "xquad-en" / "xquad.en.json"
 SQUAD2 = DATA / "squad2-dev" / "dev-v2.0.json"
-READER = Path(__file__).resolve().parents[1] / "models" / "reader"
-# measured with the committed checkpoint (models/reader/training.json) by these tests' own inputs,
+READER = Path(__file__).resolve().parents[1] / "retrieval" / "models" / "reader"
+# measured with the committed checkpoint (retrieval/models/reader/training.json) by these tests' own inputs,
 # fp32 (RETRIEVAL_NO_BF16=1) on an AVX-512 Xeon; the slow tests allow a margin for other precisions
 CLOSED_EM_200, CLOSED_F1_200 = 51.0, 60.7
 OPEN_EM_SMALL, OPEN_F1_SMALL = 51.9, 55.1

@@ -40,7 +40,7 @@ def _add_ask(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--details", type=Path, help="also write answers with evidence (batch mode)")
     p.add_argument("--reader", type=Path, default=None,
                    help="reader checkpoint directory (default: the "
-                   "committed one, models/reader in this checkout)")
+                   "committed one, retrieval/models/reader, shipped in the package)")
     _flag(p, "passages")
     _flag(p, "temperature")
     p.add_argument("--keep-null", action="store_true", help="do not condition each passage's "

@@ -83,7 +83,8 @@ def naming_candidates(path: Path | None) -> Iterator[None]:
 
 def run_answering(path: Path, queries: dict[str, str], what: str = "run") -> Run:
     """A run file to rescore or rerank: it must answer some of the topics (else the output would be
-    empty)."""
+    empty). Its queries the topics lack are left out, with a warning counting them: the file's
+    topics are the queries asked for (stages refuse a run with queries they have no text for)."""
     from retrieval.formats import read_run
 
     run = read_run(path)
@@ -92,4 +93,9 @@ def run_answering(path: Path, queries: dict[str, str], what: str = "run") -> Run
     if not set(run) & set(queries):
         raise InputError(f"the {what} shares no query id with the topics (run: {next(iter(run))!r},"
                          f" ...; topics: {next(iter(queries))!r}, ...)", path)
+    others = [q for q in run if q not in queries]
+    if others:
+        print(f"retrieval: warning: {path}: {len(others)} of the {what}'s {len(run)} queries are not in the"
+              f" topics (e.g. {others[0]!r}); left out", file=sys.stderr)
+        run = Run({q: run[q] for q in run if q in queries}, presorted=True)
     return run

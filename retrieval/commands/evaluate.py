@@ -30,6 +30,10 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alpha", type=float, default=0.05,
                    help="significance level of the Holm-adjusted p-values (default 0.05)")
     p.add_argument("--per-query", action="store_true", help="also print each query's values")
+    p.add_argument("--index", default=None,
+                   help="warn, with a count, when the qrels judge documents this index lacks")
+    p.add_argument("--collection", default=None,
+                   help="as --index, against a collection (name or file) instead of an index")
     p.add_argument("--json", action="store_true",
                    help="print JSON: {measure: value} for one run; for several, {\"baseline\": run,"
                    " \"runs\": {run: {measure: value}}, \"comparisons\": {run: {measure: {queries,"
@@ -42,6 +46,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> None:
     from retrieval.evaluation.measures import evaluate, parse_measures, per_query
     from retrieval.evaluation.significance import compare
+    from retrieval.experiments import checks
     from retrieval.formats import read_run
 
     if not 0 < args.alpha < 1:
@@ -53,9 +58,12 @@ def run(args: argparse.Namespace) -> None:
     baseline = paths[0] if args.baseline is None else str(args.baseline)
     if baseline not in paths:
         raise InputError("--baseline must be one of the run files given", baseline)
+    if args.index and args.collection:
+        raise InputError("give --index or --collection (the documents to check the qrels against), not both")
     qrels = collections.load_qrels(args.qrels)
     names = [n for n, _ in parse_measures(args.measures)]
     runs = {path: read_run(path) for path in paths}
+    checks.warn(_warnings(qrels, runs, baseline, names, args.index, args.collection))
     results = {}
     for path, run in runs.items():
         try:
@@ -74,6 +82,21 @@ def run(args: argparse.Namespace) -> None:
             print(f"\n{path}\n{'query':<10}  " + "  ".join(f"{n:>9}" for n in names))
             for qid, row in by_query.items():
                 print(f"{qid:<10}  " + "  ".join(f"{row[n]:>9.4f}" for n in names))
+
+
+def _warnings(qrels: dict, runs: dict, baseline: str, names: list[str], index: str | None,
+              collection: str | None) -> list[str]:
+    """Judged documents the index or collection lacks (if one is given); runs of other depths."""
+    from retrieval.evaluation.measures import run_depth
+    from retrieval.experiments import checks
+    from retrieval.index.kinds import open_index
+
+    doc_ids = (checks.index_doc_ids(open_index(index)) if index
+               else checks.collection_doc_ids(collection) if collection else None)
+    if index and doc_ids is None:
+        raise InputError("this kind of index does not list its documents; give --collection instead", index)
+    depths = {path: run_depth(run) for path, run in runs.items()}
+    return checks.judged_warnings(qrels, doc_ids) + checks.depth_warnings(depths, baseline, names)
 
 
 def _json(results: dict[str, dict[str, float]], comparisons: dict, baseline: str,
@@ -97,25 +120,27 @@ def _table(results: dict[str, dict[str, float]], names: list[str], comparisons: 
     from retrieval.experiments.report import TESTS, fmt_p
 
     width = max(len(p) for p in results) + (len(" (baseline)") if comparisons else 0)
-    cell = 12 if comparisons else 9
-    lines = [f"{'run':<{width}}  " + "  ".join(f"{n:>{cell}}" for n in names)]
+    cells = {n: max(12 if comparisons else 9, len(n)) for n in names}  # a long measure name widens its column
+    lines = [f"{'run':<{width}}  " + "  ".join(f"{n:>{cells[n]}}" for n in names)]
     for path, means in results.items():
         label = path + (" (baseline)" if comparisons and path == baseline else "")
-        cells = []
+        row = []
         for n in names:
             c = comparisons.get((path, n))
             mark = "".join(letter for test, letter, _ in TESTS if c and c.significant(test, alpha))
-            cells.append(f"{means[n]:.4f} {mark:<2}" if comparisons else f"{means[n]:.4f}")
-        lines.append(f"{label:<{width}}  " + "  ".join(f"{c:>{cell}}" for c in cells))
+            row.append(f"{means[n]:.4f} {mark:<2}" if comparisons else f"{means[n]:.4f}")
+        lines.append(f"{label:<{width}}  " + "  ".join(f"{c:>{cells[n]}}" for n, c in zip(names, row)))
     if not comparisons:
         return "\n".join(lines)
     queries = max(c.queries for c in comparisons.values())
     lines += ["", f"t / w: differs from the baseline by the paired t-test / Wilcoxon signed-rank test at "
               f"Holm-adjusted p < {alpha} ({len(results) - 1} run(s) compared, {queries} queries paired).",
-              "", f"{'Holm-adjusted p (t / w)':<{width}}  " + "  ".join(f"{n:>17}" for n in names)]
+              "", f"{'Holm-adjusted p (t / w)':<{width}}  "
+              + "  ".join(f"{n:>{max(17, len(n))}}" for n in names)]
     for path in results:
         if path != baseline:
             held = [comparisons[path, n].p_holm for n in names]
             lines.append(f"{path:<{width}}  " + "  ".join(
-                f"{fmt_p(p['t']) + ' / ' + fmt_p(p['wilcoxon']):>17}" for p in held))
+                f"{fmt_p(p['t']) + ' / ' + fmt_p(p['wilcoxon']):>{max(17, len(n))}}"
+                for n, p in zip(names, held)))
     return "\n".join(lines)

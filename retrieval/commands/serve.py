@@ -33,7 +33,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-body", type=number(), default=1 << 20,
                    help="bytes per request body (default 1 MiB)")
     p.add_argument("--reader", type=Path, default=None, help="QA reader (default: the committed one, "
-                   "models/reader in this checkout)")
+                   "retrieval/models/reader, shipped in the package)")
     precision_flag(p, "how neural stages encode")
     threads_flag(p, "threads per search")
     p.set_defaults(handler=run)

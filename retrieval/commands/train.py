@@ -174,7 +174,7 @@ def _add_realm(kinds: argparse._SubParsersAction) -> None:
     precision_flag(p, "how the fixed reader reads passages")
     p.add_argument("--index", type=Path, required=True, help="passage index with a dense part")
     p.add_argument("--reader", type=Path, default=None, help="reader checkpoint (default: the "
-                   "committed one, models/reader in this checkout)")
+                   "committed one, retrieval/models/reader, shipped in the package)")
     p.add_argument("--realm-k", type=number(), default=8, help="passages per question (default 8)")
     p.add_argument("--realm-questions", type=number(int, 0), default=600,
                    help="training questions, evenly sampled (default 600; 0 = all)")

@@ -58,7 +58,8 @@ class DenseRetriever(Stage):
     (anything with `.encode(texts) -> array`, e.g. a REALM-trained question
     encoder) encodes the queries instead of the index's model; the documents'
     stored vectors are used either way. Given a run, the stage rescores exactly
-    the run's documents of each query (inner product with their stored vectors).
+    the run's documents of each query (inner product with their stored vectors);
+    a run naming a query without text in `queries` is refused, as by every stage.
     """
 
     def __init__(self, index: Any, model: str | Path | Encoder | None = None, hits: int = 1000, *,
@@ -114,7 +115,7 @@ class DenseRetriever(Stage):
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
         """Retrieve for every query, or with a run rescore each query's documents in it."""
         params.check_queries(queries)
-        params.check_run(run)
+        params.check_run(run, queries)
         empty = [q for q, text in queries.items() if not str(text).strip()]
         if empty:
             raise InputError(f"empty query text for query id(s) {', '.join(empty[:5])}")

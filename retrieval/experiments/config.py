@@ -42,7 +42,7 @@ import yaml
 
 from retrieval import collections
 from retrieval.errors import InputError
-from retrieval.evaluation.measures import parse_measures
+from retrieval.evaluation.measures import parse_measures, split_names
 from retrieval.formats.textfile import decode
 from retrieval.formats.trec import check_topic_field
 from retrieval.index.kinds import AnyIndex
@@ -401,7 +401,7 @@ def _select_on(value: str | None, collection: str, m: Located) -> str | None:
 
 def _measures(m: Located, key: str, names: Any) -> list[str]:
     if isinstance(names, str):
-        names = names.replace(",", " ").split()
+        names = split_names(names)
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise m.fail(f"{key!r} must be a list of measure names", key)
     try:

@@ -39,3 +39,5 @@ class Outcome:
     computed: int = 0
     qa: list[dict[str, Any]] = field(default_factory=list)  # QA rows (qa.evaluation.QARow as dicts)
     qa_notes: list[str] = field(default_factory=list)  # how QA settings were chosen
+    depths: dict[str, int] = field(default_factory=dict)  # system -> most hits it ranks for a query
+    warnings: list[str] = field(default_factory=list)  # judged documents missing, runs of other depths

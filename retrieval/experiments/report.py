@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retrieval import storage
+from retrieval.evaluation.measures import depth_differences
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 REPORT_VERSION = 2
 TESTS = (("t", "t", "paired t-test"), ("wilcoxon", "w", "Wilcoxon signed-rank test"))
+DEPTH_MARK = "†"  # compared with the baseline at another depth, on a measure that looks past the shallower
 
 
 def fmt_p(p: float) -> str:
@@ -43,17 +45,25 @@ def marks(outcome: Outcome, system: str, measure: str) -> str:
     return "".join(letter for test, letter, _ in TESTS if c.significant(test, outcome.cfg.alpha))
 
 
+def other_depths(outcome: Outcome) -> dict[str, list[str]]:
+    """{system: measures on which it is compared with the baseline at another depth}."""
+    if not outcome.depths or outcome.cfg.baseline not in outcome.depths:
+        return {}
+    return depth_differences(outcome.depths, outcome.cfg.baseline, outcome.cfg.measures)
+
+
 def table(outcome: Outcome) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the systems x measures table (value, Holm-adjusted p-values)."""
     header = ["system"]
     for m in outcome.cfg.measures:
         header += [m, "p(t)", "p(w)"]
     rows = []
+    deeper = other_depths(outcome)
     for system, means in outcome.means.items():
         row = [system + (" (baseline)" if system == outcome.cfg.baseline else "")]
         for m in outcome.cfg.measures:
             c = outcome.comparisons.get((system, m))
-            mark = marks(outcome, system, m)
+            mark = marks(outcome, system, m) + (DEPTH_MARK if m in deeper.get(system, []) else "")
             row.append(f"{means[m]:.4f}" + (f" {mark}" if mark else ""))
             row += [fmt_p(c.p_holm[t]) for t, _, _ in TESTS] if c else ["", ""]
         rows.append(row)
@@ -67,9 +77,17 @@ def legend(outcome: Outcome) -> str:
     queries = max((c.queries for c in outcome.comparisons.values()), default=0)
     counted = ("over the judged topics each run answers (only_answered: true; trec_eval's default)"
                if cfg.only_answered else "over every judged topic, 0 where a run has no hits (trec_eval -c)")
-    return (f"Means {counted}. t / w: differs from the baseline {cfg.baseline} by the paired t-test /"
+    text = (f"Means {counted}. t / w: differs from the baseline {cfg.baseline} by the paired t-test /"
             f" Wilcoxon signed-rank test at Holm-adjusted p < {cfg.alpha} ({n} systems compared, "
             f"{queries} queries paired). p(t), p(w): Holm-adjusted p-values.")
+    deeper = other_depths(outcome)
+    if deeper:
+        base = outcome.depths[cfg.baseline]
+        runs = "; ".join(f"{s} {outcome.depths[s]}" for s in deeper)
+        text += (f" {DEPTH_MARK}: compared at another depth than the baseline ({base} hits per query;"
+                 f" {runs}), on a measure that counts documents below the shallower run's last rank: the"
+                 " difference is partly one of depth.")
+    return text
 
 
 def pipe_table(header: list[str], rows: list[list[str]]) -> str:
@@ -281,7 +299,7 @@ def _html_table(header: list[str], rows: list[list[str]], css: str, strong: bool
     for row in rows:
         cells = []
         for cell in row:
-            bold = strong and cell.endswith((" t", " w", " tw", "*"))
+            bold = strong and cell.rstrip(DEPTH_MARK).endswith((" t", " w", " tw", "*"))
             cells.append(f"<td{' class=sig' if bold else ''}>{html.escape(cell)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return (f'<table class="{css}"><thead><tr>{head}</tr></thead>'

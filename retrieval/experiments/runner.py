@@ -24,8 +24,9 @@ from retrieval import collections, storage
 from retrieval.analysis import Analyzer
 from retrieval.building import add_parts, build_with_parts, dense_part, late_part
 from retrieval.errors import InputError
-from retrieval.evaluation.measures import evaluate, per_query
+from retrieval.evaluation.measures import evaluate, per_query, run_depth
 from retrieval.evaluation.significance import compare
+from retrieval.experiments.checks import depth_warnings, index_doc_ids, judged_warnings, warn
 from retrieval.experiments.config import Config, StageSpec, SweepSpec, build_pipeline, load_config
 from retrieval.experiments.outcome import Outcome, SweepResult
 from retrieval.formats.trec import read_run, write_run
@@ -201,13 +202,14 @@ class Context:
     def evaluate(self, rf: RunFile) -> dict[str, Any]:
         """Means, per-query values and 11-point IPrec of a run (cached by run key and qrels)."""
         key = _digest([rf.key, _digest(self.qrels), self.cfg.measures, self.cfg.only_answered])
-        if key not in self.evaluations:
+        if "depth" not in self.evaluations.get(key, {}):
             run, measures = rf.load(), self.cfg.measures
             answered = self.cfg.only_answered
             values = evaluate(run, self.qrels, measures + IPREC, answered)
             self.evaluations[key] = {"means": {m: values[m] for m in measures},
                                      "iprec": [values[m] for m in IPREC],
-                                     "per_query": per_query(run, self.qrels, measures, answered)}
+                                     "per_query": per_query(run, self.qrels, measures, answered),
+                                     "depth": run_depth(run)}
         return self.evaluations[key]
 
 
@@ -436,10 +438,15 @@ def _ranking(cfg: Config, index: AnyIndex, inputs: Inputs, out: Path, progress: 
     storage.write_json_atomic(cache, {k: v for k, v in ctx.evaluations.items()
                                       if v in values.values()})
     pq = {name: v["per_query"] for name, v in values.items()}
+    depths = {name: v["depth"] for name, v in values.items()}
+    warnings = (judged_warnings(inputs.qrels, index_doc_ids(index))
+                + depth_warnings(depths, cfg.baseline, cfg.measures))
+    warn(warnings)
     return Outcome(cfg, out, systems, {n: rf.path for n, rf in runs.items()},
                    {n: v["means"] for n, v in values.items()}, pq,
                    {n: v["iprec"] for n, v in values.items()},
-                   compare(pq, cfg.baseline, cfg.measures), sweeps, ctx.reused, ctx.computed)
+                   compare(pq, cfg.baseline, cfg.measures), sweeps, ctx.reused, ctx.computed,
+                   depths=depths, warnings=warnings)
 
 
 def _question_answering(cfg: Config, index: AnyIndex, inputs: Inputs, out: Path, progress: bool,

@@ -2,7 +2,7 @@
 
     from retrieval.late import LateReranker, rerank
     LateReranker(index, interpolate=0.3)(queries, bm25(queries))   # rerank any Run
-    rerank("query", [("d1", "text"), ...])                           # [(doc id, score)]
+    rerank("query", ["text", ...])                                   # Results: id, score, rank, text
 
 Modules: `encoder` (token states with markers / [MASK] augmentation, punctuation
 dropped), `model` (projection + L2 norm, MaxSim, safetensors checkpoints),

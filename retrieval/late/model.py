@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from retrieval.errors import InputError
+from retrieval.runtime.local_models import PACKAGED, verify_packaged
 from retrieval.storage import sha256_file
 
 ZERO_SHOT = "zero-shot"
-DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent.parent / "models" / "late" / "late.safetensors"
+DEFAULT_CHECKPOINT = PACKAGED / "late" / "late.safetensors"  # shipped in the package (package data)
 # Settings a checkpoint fixes; anything else in its metadata (e.g. an old "precision") is ignored.
 ENCODER_KEYS = ("query_length", "doc_length", "markers", "augment")
 
@@ -67,7 +68,7 @@ class LateModel:
         if str(model) == ZERO_SHOT:
             self.name, self.checkpoint_sha256 = ZERO_SHOT, None
         else:
-            self.projection, settings = load_checkpoint(model)
+            self.projection, settings = load_checkpoint(verify_packaged(model))
             # stored files name the checkpoint by its file name, never a path of this machine
             self.name, self.checkpoint_sha256 = Path(model).name, sha256_file(Path(model))
         settings = {k: v for k, v in settings.items() if k in ENCODER_KEYS}

@@ -6,7 +6,9 @@ the same model, and otherwise encodes the documents' text (from the doc store,
 or given directly to `rerank`) on the fly, each distinct document of a run
 once per group of queries. With `interpolate=w` the score is
 w * minmax(first-stage score) + (1 - w) * minmax(MaxSim) per query. Hits
-below `depth` are dropped (the result has at most `depth` hits per query).
+below `depth` are dropped (the result has at most `depth` hits per query). A
+run naming a query that `queries` has no text for is refused (InputError
+naming it), as by every stage (pipeline/stage.py).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from retrieval.late.model import LateModel, maxsim
 from retrieval.pipeline import params
 from retrieval.pipeline.fusion import interpolate_ranking
 from retrieval.pipeline.stage import Stage
-from retrieval.types import Queries, Ranking, Run, rank
+from retrieval.types import Queries, Ranking, Result, Results, Run, rank
 
 # Documents encoded together when reranking a run on the fly: a document among several queries' candidates
 # is encoded once per group (SciFact's BM25 top 100: 5,012 distinct documents among 29,966 hits). The group
@@ -115,13 +117,10 @@ class LateReranker(Stage):
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
         params.check_queries(queries)
-        params.check_run(run)
+        params.check_run(run, queries)
         if run is None:
             raise InputError("the late-interaction reranker needs a run to rerank (a first stage's"
                              " output or a run file)")
-        missing = [q for q in run if q not in queries]
-        if missing:
-            raise InputError(f"run has queries with no topic text, e.g. {missing[0]!r}")
         if self.store is not None or self.index is None:
             return Run({q: self.rerank_hits(queries[q], hits) for q, hits in run.items()}, presorted=True)
         ranked = {}
@@ -148,18 +147,71 @@ class LateReranker(Stage):
             yield group, list(ids)
 
 
-def rerank(query: str, docs: Sequence[tuple[str, str]], model: LateModel | str | Path | None = None,
-           *, first_scores: Sequence[float] | None = None, interpolate: float | None = None) -> Ranking:
-    """Rerank [(doc_id, text), ...] for one query: [(doc_id, score)] best first.
+Docs = Sequence[str | tuple[str, str] | Mapping[str, str]]
 
-    With `first_scores` and `interpolate=w`, fuse them as the stage does.
-    `model`: None (the committed checkpoint), "zero-shot", a checkpoint path
-    or a loaded LateModel (load once when calling repeatedly).
-    """
-    docs = list(docs)
-    reranker = LateReranker(model=model, interpolate=interpolate, depth=max(len(docs), 1))
+
+def rerank(query: str | Mapping[str, str] | Sequence[str], docs: Docs | Mapping[str, Docs] | Sequence[Docs],
+           model: LateModel | str | Path | None = None, *, first_scores: Sequence[float] | None = None,
+           interpolate: float | None = None, k: int | None = None
+           ) -> Results | dict[str, Results] | list[Results]:
+    """Rerank documents by late interaction (MaxSim); the ranked `Results` (id, score, rank, text).
+
+    One query: `rerank("a query", docs)`, where `docs` are plain strings (ids "0", "1", ... by
+    position), (id, text) pairs, or dicts {"id": ..., "text": ...} ("docno" for "id" as in
+    PyTerrier). Many queries, the model loaded once: `rerank({"q1": "text", ...}, {"q1": docs, ...})`
+    gives {query id: Results}, `rerank(["text", ...], [docs, ...])` a list of Results.
+    With `first_scores` (one query: one per document) and `interpolate=w`, the score is
+    w * minmax(first score) + (1 - w) * minmax(MaxSim), as the stage fuses. `k` keeps the top k.
+    `model`: None (the checkpoint shipped in the package), "zero-shot", a checkpoint path or a
+    loaded LateModel. An empty or blank query text is refused (InputError)."""
+    params.check(interpolate=interpolate, hits=k)
+    loaded = _as_model(model, None, None)
+    if isinstance(query, str):
+        return _rerank_one(query, _documents(docs), loaded, first_scores, interpolate, k)
+    if first_scores is not None:
+        raise InputError("first_scores go with one query; give each document's first-stage score per query")
+    if isinstance(query, Mapping):
+        if not isinstance(docs, Mapping) or set(docs) != set(query):
+            raise InputError("many queries as {query id: text} take docs as {query id: documents}, same ids")
+        return {q: _rerank_one(text, _documents(docs[q]), loaded, None, interpolate, k)
+                for q, text in query.items()}
+    if not isinstance(query, Sequence) or isinstance(docs, (str, Mapping)) or len(docs) != len(query):
+        raise InputError("many queries as a list of texts take docs as a list (documents per query), as long")
+    return [_rerank_one(text, _documents(d), loaded, None, interpolate, k) for text, d in zip(query, docs)]
+
+
+def _rerank_one(query: str, docs: list[tuple[str, str]], model: LateModel,
+                first_scores: Sequence[float] | None, interpolate: float | None, k: int | None) -> Results:
+    """One query's documents reranked by the stage's own arithmetic."""
+    if not isinstance(query, str):
+        raise InputError(f"a query is a text, got {query!r}")
     if interpolate is not None and (first_scores is None or len(first_scores) != len(docs)):
         raise InputError("interpolation needs one first-stage score per document")
+    reranker = LateReranker(model=model, interpolate=interpolate, depth=max(len(docs), 1), hits=k)
     scores = first_scores if first_scores is not None else [0.0] * len(docs)
-    hits = [(str(d), float(s)) for (d, _), s in zip(docs, scores)]
-    return reranker.rerank_hits(query, hits, [t for _, t in docs])
+    hits = [(d, float(s)) for (d, _), s in zip(docs, scores)]
+    texts = dict(docs)
+    ranked = reranker.rerank_hits(query, hits, [t for _, t in docs]) if docs else []
+    return Results(Result(d, s, i, texts[d]) for i, (d, s) in enumerate(ranked, 1))
+
+
+def _documents(docs: Docs) -> list[tuple[str, str]]:
+    """(id, text) of each document given as a string (id: its position), an (id, text) pair or a dict
+    with "id" (or "docno") and "text"; InputError naming the first one that is none of these."""
+    if isinstance(docs, (str, Mapping)) or not isinstance(docs, Sequence):
+        raise InputError(f"documents are a list of texts, (id, text) pairs or dicts: {type(docs).__name__}")
+    out = []
+    for position, doc in enumerate(docs):
+        if isinstance(doc, str):
+            out.append((str(position), doc))
+        elif isinstance(doc, Mapping) and isinstance(doc.get("id", doc.get("docno")), str) \
+                and isinstance(doc.get("text"), str):
+            out.append((doc.get("id", doc.get("docno")), doc["text"]))
+        elif isinstance(doc, (tuple, list)) and len(doc) == 2 and all(isinstance(x, str) for x in doc):
+            out.append((doc[0], doc[1]))
+        else:
+            raise InputError(f"document {position} is {doc!r}; expected a text, an (id, text) pair or a dict"
+                             " with 'id' and 'text'")
+    if len({d for d, _ in out}) != len(out):
+        raise InputError("two documents have the same id; expected each id once")
+    return out

@@ -136,12 +136,20 @@ def check(**values: Any) -> None:
             PARAMS[name].check(value)
 
 
-def check_run(run: Any) -> None:
-    """A stage's input run: None (first stage) or a retrieval.types.Run."""
+def check_run(run: Any, queries: Mapping[str, str] | None = None) -> None:
+    """A stage's input run: None (first stage) or a retrieval.types.Run; given `queries`, one whose
+    every query has its text there. The one policy for queries without text, which every stage that
+    uses a given run applies: such a run is refused (InputError naming the query ids), never
+    reranked in part with the others dropped or passed on unranked."""
     from retrieval.types import Run
 
     if run is not None and not isinstance(run, Run):
         raise InputError(f"run must be a Run (e.g. from read_run or a first stage), got {type(run).__name__}")
+    missing = [q for q in run if q not in queries] if run is not None and queries is not None else []
+    if missing:
+        shown = ", ".join(repr(q) for q in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise InputError(f"the run has {len(missing)} quer{'y' if len(missing) == 1 else 'ies'} with no query"
+                         f" text ({shown}); give their text (topics) or drop them from the run")
 
 
 def check_queries(queries: Any) -> None:

@@ -90,7 +90,7 @@ class RetrieveThenRead:
     `first_stage` is any Stage (or callable with the stage signature) whose
     scores give p(z | x) = softmax(score / temperature) over its top
     `passages`; `reader` a reader checkpoint directory or SpanReader (None: the
-    committed models/reader); `index` an index directory (or Index) whose doc
+    shipped retrieval/models/reader); `index` an index directory (or Index) whose doc
     store supplies the passage texts. `precision` and `threads` are the reader's.
     """
 

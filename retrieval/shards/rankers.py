@@ -17,7 +17,7 @@ import numpy as np
 from retrieval.errors import InputError, UnknownDocument
 from retrieval.index.impacts import sparse_model
 from retrieval.pipeline.params import check as check_params
-from retrieval.pipeline.params import default
+from retrieval.pipeline.params import check_run, default
 from retrieval.pipeline.stage import Stage
 from retrieval.shards.layout import ShardedIndex
 from retrieval.shards.local import ShardBackend
@@ -111,6 +111,7 @@ class ShardedSparse(ShardedStage):
 
     def __call__(self, queries: Queries, run: Run | None = None) -> ShardedRun:
         if run is not None:
+            check_run(run, queries)  # the policy for queries without text (pipeline/params.py)
             return self.rescore(queries, run)
         return self.search_many({q: self.analyse(t) for q, t in queries.items()}, self.hits)
 

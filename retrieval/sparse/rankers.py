@@ -3,7 +3,9 @@
 Each is a stage: `ranker(queries) -> Run` searches the whole index;
 `ranker(queries, run)` rescores the run's candidates instead (same scores as
 searching alone, restricted to those documents), which is how a BM25 first
-stage feeds query-likelihood scoring. Parameters live in the constructor.
+stage feeds query-likelihood scoring. Parameters live in the constructor. A
+run naming a query that `queries` has no text for is refused (InputError
+naming it), as by every stage (pipeline/stage.py).
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ class SparseRanker(Stage):
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
         params.check_queries(queries)
-        params.check_run(run)
+        params.check_run(run, queries)
         self.searcher  # noqa: B018  (build impacts once, before threads start)
         if run is not None:  # rescore every document of the run
             return map_queries(lambda q, t: self.rescore_terms(self.weighted(self.analyse(t), q),
@@ -204,7 +206,7 @@ class RM3(Stage):
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
         params.check_queries(queries)
-        params.check_run(run)
+        params.check_run(run, queries)
         ranker = self.ranker
         if run is None:
             run = ranker.search_many({q: ranker.analyse(t) for q, t in queries.items()}, self.fb_docs)
