@@ -78,3 +78,23 @@ def test_serve_exits_143_on_sigterm_and_130_on_ctrl_c(tiny_docs, tmp_path, sig, 
             server.kill()
             server.wait()
     assert server.returncode == status and err.strip().endswith(message), (server.returncode, err)
+
+
+def test_qa_eval_takes_a_named_qa_set(tmp_path, capsys):
+    """`qa-eval --data xquad-en` (as the README writes it) reads the set from the data directory; a
+    bare file name that is neither a file nor a set is one line naming it."""
+    import json
+
+    from retrieval.collections import load_examples
+
+    unseen = load_examples("xquad-en:unseen")
+    first = unseen[0]
+    predictions = tmp_path / "preds.json"
+    predictions.write_text(json.dumps({first.id: first.answers[0].text}))
+    assert main(["qa-eval", "--data", "xquad-en:unseen", "--predictions", str(predictions),
+                 "--allow-missing"]) == 0
+    scores = json.loads(capsys.readouterr().out)
+    assert scores["total"] == len(unseen) == 838
+    assert scores["exact"] == 100 / 838
+    assert main(["qa-eval", "--data", "xquad.en.json", "--predictions", str(predictions)]) == 2
+    assert capsys.readouterr().err == "retrieval: error: xquad.en.json: file not found\n"
