@@ -32,7 +32,7 @@ test-avx2:
 	RETRIEVAL_EMULATE_CPU=avx2 $(PYTHON) -m pytest -q $(MODEL_TESTS)
 
 lint:
-	$(PYTHON) -m ruff check retrieval tests eval
+	$(PYTHON) -m ruff check retrieval tests eval docs
 	# the package's layers (pyproject.toml [tool.importlinter]): each imports only those below it, no circles
 	lint-imports
 

@@ -166,6 +166,12 @@ class Runner:
         assert error is None, _failure(block, "raised", error)
 
     def _start(self, block: Block) -> None:
+        try:  # something else answering there would pass for the command: say so instead
+            with urllib.request.urlopen(block.argument, timeout=5):
+                pytest.fail(f"{block.path}:{block.line}: {block.argument} answers before the block "
+                            "started: another process holds the port")
+        except OSError:
+            pass
         proc = subprocess.Popen(["bash", "-c", f"exec {block.code.strip()}"], cwd=self.workdir,
                                 env={**os.environ, **self.env}, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
@@ -209,6 +215,7 @@ def _listing() -> str:
     return "\n".join(rows) + "\n"
 
 
+@pytest.mark.slow  # models and whole collections: minutes in all
 @pytest.mark.parametrize("name", DOC_FILES)
 def test_code_blocks_run(name, tmp_path):
     path = ROOT / name
@@ -268,3 +275,23 @@ def test_readme_links_resolve(name):
         if not where.exists() or (anchor and anchor not in _anchors(where)):
             broken.append(target)
     assert not broken, f"{name}: links to nothing: {broken}"
+
+
+def test_cli_reference_names_every_command_and_flag():
+    """The generated CLI reference (docs/hooks/generated_pages.py, run by mkdocs at build time)
+    has a section for every subcommand, nested ones included, and every flag of each."""
+    import importlib.util
+
+    from retrieval.cli import parser
+
+    spec = importlib.util.spec_from_file_location("generated_pages", ROOT / "docs/hooks/generated_pages.py")
+    hook = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = hook  # its dataclass looks its module up there
+    spec.loader.exec_module(hook)
+    page = hook.cli_reference()
+    subcommands = hook._subcommands(parser())
+    assert {"index", "search", "eval", "serve", "train late", "qa-eval"} <= {n for n, _ in subcommands}
+    for name, sub in subcommands:
+        section = page.split(f"## retrieval {name}\n", 1)[1].split("\n## ", 1)[0]
+        flags = [flag for action in sub._actions for flag in action.option_strings]
+        assert "--data-dir" in flags and all(flag in section for flag in flags), name

@@ -90,7 +90,7 @@ def _subcommands(p: argparse.ArgumentParser) -> list[tuple[str, argparse.Argumen
 def cli_reference() -> str:
     """Markdown: the help of `retrieval` and each subcommand, as the terminal shows it (80 columns)."""
     sys.path.insert(0, str(ROOT))  # this checkout's package, not whichever one is installed
-    os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal's width: make it fixed
+    os.environ["COLUMNS"] = "80"  # argparse wraps to the terminal width: fixed, the same page anywhere
     try:
         from retrieval.cli import parser
     finally:
