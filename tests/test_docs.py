@@ -85,19 +85,15 @@ def code_blocks(path: Path, name: str) -> list[Block]:
     return blocks
 
 
-def test_markers_are_understood():
+def test_markers_are_understood(tmp_path):
     """The parser itself: fences, languages, markers and their reasons (a marker two lines up with
     text between does not count)."""
     text = ("Intro\n\n```bash\necho one\n```\n\n<!-- not-run: blocks forever -->\n```bash\nsleep inf\n```\n"
             "<!-- background: http://127.0.0.1:1/ -->\n\n```bash\nserve\n```\n"
             "<!-- not-run: x -->\nprose\n```python\nprint(2)\n```\n```text\noutput\n```\n")
-    path = ROOT / "build" / "markers-check.md"
-    path.parent.mkdir(exist_ok=True)
+    path = tmp_path / "check.md"
     path.write_text(text)
-    try:
-        blocks = code_blocks(path, "check.md")
-    finally:
-        path.unlink()
+    blocks = code_blocks(path, "check.md")
     assert [(b.line, b.runs, b.marker, b.argument, b.code) for b in blocks] == [
         (3, "bash", None, "", "echo one\n"), (8, "bash", "not-run", "blocks forever", "sleep inf\n"),
         (13, "bash", "background", "http://127.0.0.1:1/", "serve\n"), (18, "python", None, "", "print(2)\n"),
