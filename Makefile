@@ -6,7 +6,7 @@ PIP := $(PYTHON) -m pip
 # The tests of the neural stages, which CI also runs as on an AVX2 CPU without bf16 (RETRIEVAL_EMULATE_CPU).
 MODEL_TESTS := tests/test_precision.py tests/test_dense.py tests/test_late.py tests/test_qa.py
 
-.PHONY: install demo test test-avx2 lint bench
+.PHONY: install demo test test-avx2 lint docs bench
 
 install:
 	# torch==2.13.0 is the CPU wheel here; installing it first stops any
@@ -17,7 +17,7 @@ install:
 demo: install
 	retrieval run configs/cacm.yaml
 
-test: install lint
+test: install lint docs
 	# Debian's Chromium renders the HTML report in the report test (needs root).
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
 		|| echo "warning: chromium not installed; the report screenshot test will fail"
@@ -34,9 +34,16 @@ test-avx2:
 	RETRIEVAL_EMULATE_CPU=avx2 $(PYTHON) -m pytest -q -n 2 --dist loadfile $(MODEL_TESTS)
 
 lint:
-	$(PYTHON) -m ruff check retrieval tests eval examples
+	$(PYTHON) -m ruff check retrieval tests eval examples docs
 	# the package's layers (pyproject.toml [tool.importlinter]): each imports only those below it, no circles
 	lint-imports
+
+# The documentation site (mkdocs.yml, docs/): any warning fails the build. The CLI reference and the
+# results pages are generated from the parsers and eval/results/ as it builds; tests/test_docs.py runs
+# the README's and the tutorials' code blocks.
+docs:
+	# not --quiet: mkdocs then stops counting warnings, and --strict passes whatever they say
+	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
 
 bench: install
 	$(PIP) install --quiet -e '.[bench]'

@@ -40,14 +40,30 @@ def parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="retrieval", epilog=EXAMPLES,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 description="Index collections, search topics, evaluate runs.")
-    p.add_argument("--data-dir", type=Path, help="where named collections live (default: "
-                   "$RETRIEVAL_DATA, else ../shared/data beside the working directory or this checkout)")
+    _data_dir_flag(p, None)
     from retrieval.commands import COMMANDS  # the rankers' registry: numpy, numba (see main)
 
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.add(sub)
+    _data_dir_everywhere(p)
     return p
+
+
+def _data_dir_flag(p: argparse.ArgumentParser, default: object) -> None:
+    p.add_argument("--data-dir", type=Path, default=default, help="where named collections live "
+                   "(default: $RETRIEVAL_DATA, else ../shared/data beside the working directory or "
+                   "this checkout)")
+
+
+def _data_dir_everywhere(p: argparse.ArgumentParser) -> None:
+    """Let --data-dir follow any subcommand too (`retrieval index --data-dir D ...`), not only come
+    before it: each subparser takes it with no default, so one given earlier is not reset."""
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):  # aliases name one parser twice
+                _data_dir_flag(child, argparse.SUPPRESS)
+                _data_dir_everywhere(child)
 
 
 OUTPUT_FLAGS = {"output": "--output", "details": "--details"}

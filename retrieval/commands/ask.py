@@ -35,7 +35,8 @@ def _add_ask(sub: argparse._SubParsersAction) -> None:
                        "predictions file {question id: answer}.")
     p.add_argument("question", nargs="?", help="the question (or use --questions)")
     p.add_argument("--index", required=True, type=Path, help="passage index with a dense part")
-    p.add_argument("--questions", type=Path, help="SQuAD-format file of questions (batch mode)")
+    p.add_argument("--questions", type=Path, help="questions to answer (batch mode): a SQuAD-format file "
+                   "or a named QA set (xquad-en, xquad-en:unseen, squad2-dev[:train|:validation])")
     p.add_argument("--output", type=Path, help="predictions JSON to write (batch mode)")
     p.add_argument("--details", type=Path, help="also write answers with evidence (batch mode)")
     p.add_argument("--reader", type=Path, default=None,
@@ -58,7 +59,6 @@ def _add_ask(sub: argparse._SubParsersAction) -> None:
 
 def ask(args: argparse.Namespace) -> None:
     """One question to stdout, or a SQuAD file of questions to a predictions file."""
-    from retrieval.formats.squad import read_questions
     from retrieval.qa.pipeline import RetrieveThenRead, best_answers, first_stage
 
     if bool(args.question) == bool(args.questions):
@@ -71,7 +71,7 @@ def ask(args: argparse.Namespace) -> None:
     if args.question is not None and not args.question.strip():
         raise InputError("empty question")
     PARAMS["top"].check(args.top)
-    queries = read_questions(args.questions) if args.questions else None
+    queries = _questions(args.questions) if args.questions else None
     stage = first_stage(args.index, bm25_weight=args.bm25_weight, query_model=args.query_model,
                         precision=args.precision, threads=args.threads)
     qa = RetrieveThenRead(stage, args.reader, args.index, passages=args.passages,
@@ -86,6 +86,17 @@ def ask(args: argparse.Namespace) -> None:
         write_output(args.details, json_bytes({q: [a.to_json() for a in ranked[:args.top]]
                                                 for q, ranked in answers.items()}))
     print(f"answered {len(answers)} questions -> {args.output}", file=sys.stderr)
+
+
+def _questions(spec: Path) -> dict[str, str]:
+    """Question id -> question text of a SQuAD file or a named QA set (batch `ask`)."""
+    from retrieval.collections import load_examples
+
+    questions = {ex.id: ex.question for ex in load_examples(spec)}
+    empty = next((qid for qid, text in questions.items() if not text.strip()), None)
+    if empty is not None:
+        raise InputError(f"empty question {empty!r}", spec)
+    return questions
 
 
 def _print_answers(answers: list, as_json: bool) -> None:
@@ -103,7 +114,8 @@ def _add_qa_eval(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("qa-eval", help="SQuAD EM/F1 of a predictions file",
                        description="Exact match and F1 exactly as SQuAD's official evaluation "
                        "script computes them (answer normalisation, max over gold answers).")
-    p.add_argument("--data", required=True, type=Path, help="SQuAD-format file with gold answers")
+    p.add_argument("--data", required=True, type=Path, help="gold answers: a SQuAD-format file or a named "
+                   "QA set (xquad-en, xquad-en:unseen, squad2-dev[:train|:validation])")
     p.add_argument("--predictions", required=True, type=Path,
                    help="JSON {question id: answer text}")
     p.add_argument("--allow-missing", action="store_true",
@@ -113,9 +125,10 @@ def _add_qa_eval(sub: argparse._SubParsersAction) -> None:
 
 def qa_eval(args: argparse.Namespace) -> None:
     """SQuAD's official EM/F1 of a predictions file, as JSON."""
-    from retrieval.formats.squad import gold_answers, read_predictions, read_squad
+    from retrieval.collections import load_examples
+    from retrieval.formats.squad import gold_answers, read_predictions
     from retrieval.qa.metrics import evaluate
 
-    gold = gold_answers(read_squad(args.data))
+    gold = gold_answers(load_examples(args.data))
     preds = read_predictions(args.predictions)
     print(json.dumps(evaluate(gold, preds, require_all=not args.allow_missing)))

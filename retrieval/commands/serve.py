@@ -82,4 +82,10 @@ def run(args: argparse.Namespace) -> None:
     engine = Engine(args.index, precision=args.precision, threads=args.threads, reader=args.reader)
     app = create_app(engine, write_token(args.host, args.token), args.max_body, args.time_limit)
     print(f"retrieval serve: {args.index} on http://{args.host}:{args.port}/", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    # uvicorn.Server, not uvicorn.run: run() swallows the KeyboardInterrupt that the SIGTERM (or Ctrl-C)
+    # it re-raises after a graceful shutdown becomes, so `kill` would end the command with status 0;
+    # this way cli.main reports it as for any command ("retrieval: terminated", 143; Ctrl-C 130).
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
+    server.run()
+    if not server.started:
+        raise InputError(f"the server could not start on {args.host}:{args.port}")
