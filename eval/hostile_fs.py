@@ -4,8 +4,8 @@ Each case runs `retrieval` in this process on a tiny collection and checks the
 outcome: "error" (exit 2, one `retrieval: error:` line, the victim untouched),
 "fine" (exit 0 and the right result), or a bug: "traceback" (an exception
 escaped), "silent" (exit 0 or a clean error, but something was deleted,
-replaced or left behind, or the result is wrong). eval/reliability.py tallies
-them; tests/test_reliability_hostile.py asserts every case is "error" or "fine".
+replaced or left behind, or the result is wrong), "hang" (no end in time). eval/reliability.py
+tallies them; tests/test_reliability_hostile_fs.py asserts every case is "error" or "fine".
 """
 
 from __future__ import annotations
@@ -449,7 +449,11 @@ CASES: list[tuple[str, str, Callable[[Fixture, Path], Result], str]] = [
 
 
 def outcome(result: Result | BaseException, expected: str) -> str:
-    """Classify one case's result (see the module docstring); eval/hostile_values.py uses it too."""
+    """Classify one case's result (see the module docstring); eval/hostile_values.py and
+    eval/hostile_service.py use it too. A case that timed out (a child process or a request given
+    up on) is a "hang"."""
+    if isinstance(result, (TimeoutError, subprocess.TimeoutExpired)):
+        return "hang"
     if isinstance(result, BaseException):
         return "traceback"
     code, err, ok = result

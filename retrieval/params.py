@@ -55,6 +55,7 @@ class Param:
     expected: str = ""
     choices: tuple[str, ...] = ()
     keyed: bool = True  # False: does not change results (left out of cache keys)
+    path: bool = False  # names a file or directory (never taken from a service request)
 
     @property
     def flag(self) -> str:
@@ -106,14 +107,14 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("fusion", str, "interpolate", "min-max interpolation or reciprocal-rank fusion",
           choices=("interpolate", "rrf")),
     _counter("rrf_k", 60, "reciprocal-rank fusion constant k in 1 / (k + rank)"),
-    Param("encoder", str, None, "local Hugging Face model directory (default: the index's model)"),
+    Param("encoder", str, None, "local Hugging Face model directory (default: the index's model)", path=True),
     Param("precision", str, "auto", "how a neural stage computes on this machine (auto: the fastest "
           "path on this CPU within the model's loss limit of fp32; retrieval/precision.py)",
           choices=PRECISIONS),
     _counter("ef_search", None, "HNSW: ef at search time (default: the index's, set when it was built)"),
     _counter("nprobe", None, "IVF-PQ: lists probed (default: the index's, set when it was built)"),
     Param("checkpoint", str, None, "zero-shot or a checkpoint .safetensors (default: the "
-          "committed checkpoint)"),
+          "committed checkpoint)", path=True),
     _weight("interpolate", None, "score = W * minmax(first stage) + (1 - W) * minmax(MaxSim) "
             "(default: MaxSim only)"),
     _counter("passages", 5, "passages read per question"),
