@@ -31,6 +31,7 @@ from retrieval.formats.trec import read_run, write_run
 from retrieval.index import Index
 from retrieval.index_kinds import AnyIndex, open_index
 from retrieval.outcome import Outcome, SweepResult
+from retrieval.ownership import check_not_inside_index
 from retrieval.rankers import RANKERS
 from retrieval.significance import compare
 from retrieval.types import Qrels, Queries, Run, natural_key
@@ -56,6 +57,8 @@ def _note(message: str) -> None:
 def ensure_index(cfg: Config, precision: str | None = None) -> AnyIndex:
     """Open the config's index, (re)building it first if missing, built differently, or lacking a
     part the config asks for (a sharded index is rebuilt whole; a single one gets the part added)."""
+    with cfg.blame("index.path"):  # a shard or segment of another index is never built or changed
+        check_not_inside_index(cfg.index_path)
     source = collections.describe(cfg.collection)
     analyzer = Analyzer(stopwords=cfg.stopwords, stemmer=cfg.stemmer)
     wanted = "sharded" if cfg.shards else "native"
@@ -134,7 +137,7 @@ def read_cache(path: Path, empty: Any) -> Any:
     (a damaged cache only costs a recomputation)."""
     try:
         value = json.loads(path.read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return empty
     return value if isinstance(value, type(empty)) or empty is None else empty
 

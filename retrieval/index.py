@@ -114,6 +114,8 @@ class Index:
         if len(ids) != stored or ids.dtype.kind != "U" or ids.ndim != 1 or not (ids[:-1] < ids[1:]).all():
             raise InputError(f"expected {stored} distinct sorted doc ids (strings), found {len(ids)} of"
                              f" {ids.dtype}; rebuild the index", self.path / DOCIDS_FILE)
+        if verify:
+            self.docstore.check()
 
     def _stored_documents(self) -> object:
         """How many documents the doc store holds: the index's count, except in a Lucene index,

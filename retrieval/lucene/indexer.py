@@ -34,6 +34,7 @@ from retrieval.docstore import FILENAME as DOCSTORE_FILE
 from retrieval.docstore import write_docstore
 from retrieval.errors import InputError
 from retrieval.lucene import jvm
+from retrieval.ownership import check_not_inside_index
 from retrieval.types import Document
 
 BACKEND = "lucene"
@@ -110,6 +111,7 @@ def build_lucene_index(documents: str | Path | Iterable[Document], target: str |
         source = source or describe(documents)
         documents = load_documents(documents)
     target = Path(target)
+    check_not_inside_index(target)
     jvm.start()
     began = time.perf_counter()
     with storage.atomic_directory(target, storage.is_index_dir, force) as tmp, \

@@ -75,7 +75,11 @@ def changing(path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
 
 @contextlib.contextmanager
 def update_lock(path: Path) -> Iterator[None]:
-    """Hold the index's update lock (a file beside it) for the block; one writer at a time."""
+    """Hold the index's update lock (a file beside it) for the block; one writer at a time. An index
+    inside another (a segment named on its own) is refused: updating it would break the parent."""
+    from retrieval.ownership import check_not_inside_index
+
+    check_not_inside_index(path, "an update")
     storage.read_manifest(Path(path))  # no lock file beside something that is not an index
     path = Path(os.path.abspath(path))
     lock = path.parent / f".{path.name}.update-lock"
