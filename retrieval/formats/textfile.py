@@ -10,8 +10,8 @@ from pathlib import Path
 
 from retrieval.errors import InputError
 
-_WORD = re.compile(r"[^\s\x00-\x1f\x7f]+")
-is_word = _WORD.fullmatch  # an id: no whitespace or control characters, not empty
+_WORD = re.compile(r"[^\s\x00-\x1f\x7f-\x9f]+")
+is_word = _WORD.fullmatch  # an id: no whitespace or control characters (C0, DEL, C1), not empty
 
 
 def decode(data: bytes, path: str | Path, first_line: int = 1) -> str:
@@ -107,5 +107,5 @@ def check_id(value: object, what: str, where: str | Path | None = None, line: in
                          f" {MAX_ID_CHARS:,}", where, line)
     if not isinstance(value, str) or not is_word(value):
         raise InputError(f"{what} {value!r} is not a valid id; expected a non-empty word without"
-                         " whitespace", where, line)
+                         " whitespace or control characters", where, line)
     return check_utf8(value, f"{what} {value!r}", where, line)

@@ -108,8 +108,20 @@ class ImpactModel:
         stats = stats or CollectionStats.of(index)
         lengths = quantised_lengths(index.doc_lengths)
         for lo, hi in term_ranges(index.indptr, CHUNK_POSTINGS):
-            yield lo, hi, self._chunk(index, stats, lengths, lo, hi)
+            yield lo, hi, self._finite_chunk(index, stats, lengths, lo, hi)
             release_pages(index.docnos, index.tfs)  # bounded memory when these are file maps
+
+    def _finite_chunk(self, index: InvertedIndex, stats: CollectionStats, lengths: np.ndarray,
+                      lo: int, hi: int) -> np.ndarray:
+        """`_chunk`, refusing parameters whose arithmetic overflows (e.g. BM25 k1 = 1e308, whose
+        scores would come out as 0 or 1e-308 instead of an error)."""
+        try:
+            with np.errstate(over="raise", invalid="raise"):
+                return self._chunk(index, stats, lengths, lo, hi)
+        except FloatingPointError:
+            settings = ", ".join(f"{k} = {v!r}" for k, v in asdict(self).items())
+            raise InputError(f"{type(self).__name__} with {settings} overflows on this index's frequencies"
+                             " and lengths; choose a smaller value") from None
 
     @property
     def key(self) -> dict:
