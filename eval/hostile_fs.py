@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from retrieval import storage  # noqa: E402
 from retrieval.cli import main as cli  # noqa: E402
 from retrieval.index import Index  # noqa: E402
 from retrieval.storage import MANIFEST, checksum_file, save_array  # noqa: E402
@@ -384,8 +385,7 @@ def cache_key_single_arrow(fx: Fixture, d: Path) -> Result:
 def _killed_between_renames(fx: Fixture, d: Path) -> Path:
     """The state a kill between a replace's two renames leaves: no index, the previous one hidden."""
     index = fx.index_copy(d / "idx")
-    hidden = d / f".idx.old-{dead_pid()}-abc"
-    hidden.mkdir()
+    hidden = storage.temporary_container(index, "old", pid=dead_pid())  # as the replace made it
     os.rename(index, hidden / "previous")
     return index
 

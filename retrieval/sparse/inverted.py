@@ -219,7 +219,8 @@ class InvertedIndex:
                 raise InputError("inconsistent index array: expected each term's documents once, in"
                                  " rising order; rebuild the index", self.path / "docnos.npy")
             end = min(total, a + chunk)
-            sums += np.bincount(docnos[:end - a], weights=self.tfs[a:end],
+            weights = np.asarray(self.tfs[a:end], dtype=np.float64)  # int32 weights are 30x slower
+            sums += np.bincount(docnos[:end - a].astype(np.intp), weights=weights,
                                 minlength=len(sums)).astype(np.int64)
             release_pages(self.docnos, self.tfs)
         if not np.array_equal(sums, self.doc_lengths):
