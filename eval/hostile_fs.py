@@ -4,8 +4,8 @@ Each case runs `retrieval` in this process on a tiny collection and checks the
 outcome: "error" (exit 2, one `retrieval: error:` line, the victim untouched),
 "fine" (exit 0 and the right result), or a bug: "traceback" (an exception
 escaped), "silent" (exit 0 or a clean error, but something was deleted,
-replaced or left behind, or the result is wrong). eval/reliability.py tallies
-them; tests/test_reliability_hostile.py asserts every case is "error" or "fine".
+replaced or left behind, or the result is wrong), "hang" (no end in time). eval/reliability.py
+tallies them; tests/test_reliability_hostile_fs.py asserts every case is "error" or "fine".
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from retrieval import storage  # noqa: E402
 from retrieval.cli import main as cli  # noqa: E402
 from retrieval.index.native import Index  # noqa: E402
 from retrieval.storage import MANIFEST, checksum_file, save_array  # noqa: E402
@@ -384,8 +385,7 @@ def cache_key_single_arrow(fx: Fixture, d: Path) -> Result:
 def _killed_between_renames(fx: Fixture, d: Path) -> Path:
     """The state a kill between a replace's two renames leaves: no index, the previous one hidden."""
     index = fx.index_copy(d / "idx")
-    hidden = d / f".idx.old-{dead_pid()}-abc"
-    hidden.mkdir()
+    hidden = storage.temporary_container(index, "old", pid=dead_pid())  # as the replace made it
     os.rename(index, hidden / "previous")
     return index
 
@@ -449,7 +449,11 @@ CASES: list[tuple[str, str, Callable[[Fixture, Path], Result], str]] = [
 
 
 def outcome(result: Result | BaseException, expected: str) -> str:
-    """Classify one case's result (see the module docstring); eval/hostile_values.py uses it too."""
+    """Classify one case's result (see the module docstring); eval/hostile_values.py and
+    eval/hostile_service.py use it too. A case that timed out (a child process or a request given
+    up on) is a "hang"."""
+    if isinstance(result, (TimeoutError, subprocess.TimeoutExpired)):
+        return "hang"
     if isinstance(result, BaseException):
         return "traceback"
     code, err, ok = result

@@ -63,10 +63,11 @@ class Fixture:
                        "--output", output or self.run, *extra)
 
 
-def child(*args: object) -> tuple[int, str]:
-    """(exit code, stderr) of `retrieval ARGS` in a child process (an abort there is a "crash")."""
+def child(*args: object, timeout: float = 300) -> tuple[int, str]:
+    """(exit code, stderr) of `retrieval ARGS` in a child process (an abort there is a "crash", no
+    end within `timeout` a "hang")."""
     proc = subprocess.run([sys.executable, "-m", "retrieval.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=timeout)
     return proc.returncode, proc.stderr
 
 
@@ -185,6 +186,18 @@ def write(run: dict) -> Callable[[Fixture], Result]:
     return case
 
 
+def tag_flag(tag: str) -> Callable[[Fixture], Result]:
+    """`search --tag TAG`: argparse refuses a bad tag with its own one line (`retrieval search: error:`)."""
+    def case(fx: Fixture) -> Result:
+        out = fx.path("r.txt")
+        try:
+            code, err = fx.search("--tag", tag, output=out)
+        except SystemExit as e:  # the usage error, one line on stderr (not captured here)
+            code, err = int(e.code or 0), f"retrieval: error: --tag {tag!r} refused\n"
+        return code, err, not out.exists() if code else valid_run(out)
+    return case
+
+
 # ---------------------------------------------------------------- 6. candidates
 
 def candidates(text: str) -> Callable[[Fixture], Result]:
@@ -203,6 +216,38 @@ def says(case: Callable[[Fixture], Result], *words: str) -> Callable[[Fixture], 
         code, err, ok = case(fx)
         return code, err, ok and all(w in err for w in words)
     return checked
+
+
+def late_model_without_late_part(command: str) -> Callable[[Fixture], Result]:
+    """`add`/`optimize --late-model FILE` on an index without a late part: refused, not ignored."""
+    def case(fx: Fixture) -> Result:
+        import shutil
+
+        index = fx.path("idx")
+        shutil.copytree(fx.index, index)
+        before = (index / MANIFEST).read_bytes()
+        checkpoint = fx.path("late.safetensors")
+        checkpoint.write_bytes(b"not used")
+        new = fx.path("new.trec")
+        new.write_text("<DOC>\n<DOCNO>n1</DOCNO>\nbirds\n</DOC>\n")
+        extra = [new] if command == "add" else []
+        code, err = run_cli(command, "--index", index, "--late-model", checkpoint, *extra)
+        return code, err, (index / MANIFEST).read_bytes() == before
+    return case
+
+
+def serve(*flags: object) -> Callable[[Fixture], Result]:
+    """`retrieval serve` with a bad model flag: refused before it listens (a server that starts
+    anyway never ends: a hang)."""
+    def case(fx: Fixture) -> Result:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        code, err = child("serve", "--index", fx.index, "--port", port, *flags, timeout=60)
+        return code, err, True
+    return case
 
 
 def version_string(fx: Fixture) -> Result:
@@ -242,6 +287,8 @@ CASES: list[tuple[str, str, Callable[[Fixture], Result], str]] = [
         ("--model", "qld", "--mu", "-5"), ("--model", "qljm", "--lam", "0"), ("--hits", "0"),
         ("--rm3", "--fb-docs", "0"), ("--rm3", "--original-weight", "1.5"), ("--threads", "0")]],
     ("model parameters", "--k1 1.2 --b 0.75", search_with("--k1", "1.2", "--b", "0.75"), F),
+    ("model parameters", "--k1 1e308 (overflows)", search_with("--k1", "1e308"), E),
+    ("model parameters", "API BM25(k1=1e308)", api(lambda fx: _bm25(fx, k1=1e308)), E),
     ("model parameters", "--model qld --mu 1e-9 (finite scores)",
      search_with("--model", "qld", "--mu", "1e-9"), F),
     ("model parameters", "YAML k1: -1 (file:line)", yaml_parameter, E),
@@ -259,6 +306,20 @@ CASES: list[tuple[str, str, Callable[[Fixture], Result], str]] = [
     ("ids and runs", "write_run valid", write({"1": [("d0", 1.0), ("d1", 0.5)]}), F),
     ("ids and runs", "Run() duplicate doc", api(lambda fx: Run({"1": [("d0", 1.0), ("d0", 0.5)]})), E),
     ("ids and runs", "Run() NaN score", api(lambda fx: Run({"1": [("d0", float("nan"))]})), E),
+    ("ids and runs", "<DOCNO> with U+0090 (C1 control)",
+     collection("c1.trec", "<DOC>\n<DOCNO>a\u0090b</DOCNO>\nx\n</DOC>\n"), E),
+    ("ids and runs", "BEIR _id with U+009B (C1 control)",
+     collection("c1.jsonl", '{"_id": "a\\u009bb", "text": "x"}\n'), E),
+    ("ids and runs", "topic id with U+0091", topics("a\u0091\tcats\n"), E),
+    ("ids and runs", "run file doc id with U+0090", run_file("1 Q0 d\u00900 1 1.0 t\n"), E),
+    ("ids and runs", "write_run tag with U+0090", api(lambda fx: _format(tag="t\u0090")), E),
+    ("ids and runs", "search --tag with U+009C", tag_flag("t\u009c"), E),
+    ("updates", "add --late-model FILE (no late part)", late_model_without_late_part("add"), E),
+    ("updates", "optimize --late-model FILE (no late part)", late_model_without_late_part("optimize"), E),
+    ("updates", "add without --late-model", api(lambda fx: _add_to_copy(fx), expect_error=False), F),
+    ("serve", "serve --reader /nonexistent", serve("--reader", "/nonexistent"), E),
+    ("serve", "serve --reader (a file)", serve("--reader", ROOT / "README.md"), E),
+    ("serve", "serve --late-model /nonexistent", serve("--late-model", "/nonexistent"), E),
     ("candidates", "no query in common", candidates("99 Q0 d0 1 1.0 t\n"), E),
     ("candidates", "empty file", candidates(""), E),
     ("candidates", "some queries in common", candidates("1 Q0 d0 1 1.0 t\n99 Q0 d1 1 1.0 t\n"), F),
@@ -285,6 +346,22 @@ def _bm25_at(where: object):
     from retrieval.sparse.rankers import BM25
 
     return BM25(where)
+
+
+def _format(tag: str) -> str:
+    from retrieval.formats.trec import format_run
+
+    return format_run(Run({"1": [("d0", 1.0)]}), tag)
+
+
+def _add_to_copy(fx: Fixture) -> None:
+    import shutil
+
+    from retrieval.shards.live import add_documents
+
+    index = fx.path("idx")
+    shutil.copytree(fx.index, index)
+    add_documents(index, [Document("n1", "", "birds")], progress=False)
 
 
 def _rm3(ranker: object):

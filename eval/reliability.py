@@ -5,8 +5,8 @@ mutations of a valid sample: truncation, deleted/duplicated slices, inserted tag
 fields, invalid UTF-8 and NUL bytes). The only outcomes allowed are a parse
 result of the right type or an `InputError` whose message names the file;
 anything else is a bug ("other"). Then: writes killed mid-way (crash_cases.py), stored files
-damaged, hostile use of the commands (hostile_fs.py, hostile_values.py), and a full disk
-(full_disk.py).
+damaged, hostile use of the commands (hostile_fs.py, hostile_values.py, hostile_paths.py) and of
+the service (hostile_service.py), and a full disk (full_disk.py).
 
     python eval/reliability.py [--examples N]     # regenerates eval/results/reliability.md
 
@@ -409,15 +409,18 @@ def integrity_rows() -> list[tuple[str, int, int, int]]:
     return rows
 
 
-def hostile_rows() -> list[tuple[str, int, int, int, int, int, int]]:
-    """Hostile use of the CLI and API (eval/hostile_fs.py, eval/hostile_values.py), tallied per
-    category: (category, cases, error, fine, traceback, crash, silent)."""
+def hostile_rows() -> list[tuple[str, int, int, int, int, int, int, int]]:
+    """Hostile use of the CLI, the API and the service (eval/hostile_fs.py, hostile_values.py,
+    hostile_paths.py, hostile_service.py), tallied per category: (category, cases, error, fine,
+    traceback, crash, silent, hang)."""
     sys.path.insert(0, str(ROOT / "eval"))
     import hostile_fs
+    import hostile_paths
+    import hostile_service
     import hostile_values
 
     tally: dict[str, collections.Counter] = {}
-    for module in (hostile_fs, hostile_values):
+    for module in (hostile_fs, hostile_values, hostile_paths, hostile_service):
         with tempfile.TemporaryDirectory() as tmp:
             for category, _, outcome in module.run_cases(Path(tmp)):
                 tally.setdefault(category, collections.Counter())[outcome] += 1
@@ -425,7 +428,7 @@ def hostile_rows() -> list[tuple[str, int, int, int, int, int, int]]:
             for category, t in tally.items()]
 
 
-HOSTILE_OUTCOMES = ("error", "fine", "traceback", "crash", "silent")
+HOSTILE_OUTCOMES = ("error", "fine", "traceback", "crash", "silent", "hang")
 FULL_DISK_OUTCOMES = ("error", "fine", "traceback", "crash", "unclear", "leftover")
 
 
@@ -479,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     integrity = integrity_rows()
     hostile = hostile_rows()
     full_disk, full_disk_missing = full_disk_rows(args.free_points)
-    hostile_total = tuple(sum(r[i] for r in hostile) for i in range(1, 7))
+    hostile_total = tuple(sum(r[i] for r in hostile) for i in range(1, 2 + len(HOSTILE_OUTCOMES)))
     lines = [
         "# Reliability: bad input, crashes, corruption, hostile use",
         "",
@@ -533,11 +536,17 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "Cases in eval/hostile_fs.py (what may be replaced, written or followed: non-index paths,"
         " special outputs, crafted manifests and arrays, path traversal, interrupted replaces, cache"
-        " keys) and eval/hostile_values.py (measures, model parameters, ids, candidates, messages,"
-        " API types). error = exit 2 with one line saying what was expected (or the API's InputError),"
-        " nothing harmed; fine = the right result; traceback, crash (killed by a signal) and silent"
-        " (exit 0 with a wrong result, something replaced or deleted, or an error that does not say"
-        " what it should) are bugs. The tests also run hypothesis properties over paths and CLI values.",
+        " keys), eval/hostile_values.py (measures, model parameters, ids, candidates, messages,"
+        " API types, updates and `serve` flags), eval/hostile_paths.py (directories that are not the"
+        " tool's, paths inside an index, clean-up of what is someone else's, crafted indexes with"
+        " their checksums recomputed) and eval/hostile_service.py (`retrieval serve` against other"
+        " origins, other Host names, server paths in requests, unbounded work, the index going away)."
+        " error = exit 2 with one line saying what was expected (or the API's InputError, or the"
+        " service's expected 4xx/503 with a JSON one-line error), nothing harmed; fine = the right"
+        " result; traceback (a 5xx or a traceback in the server's log, for the service), crash"
+        " (killed by a signal), silent (exit 0 or 200 with a wrong result, something replaced or"
+        " deleted, or an error that does not say what it should) and hang (no end within its time"
+        " limit) are bugs. The tests also run hypothesis properties over paths and CLI values.",
         "",
         *_table(["category", "cases", *HOSTILE_OUTCOMES], hostile + [("**all**", *hostile_total)]),
         "",

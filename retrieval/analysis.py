@@ -51,11 +51,25 @@ def token_spans(text: str) -> Iterator[tuple[int, int, str]]:
         yield match.start(), match.end(), match.group()
 
 
+STEMMERS = (None, "porter")
+STOPWORD_SETS = (None, "lucene-english")
+
+
+def settings_problem(settings: Any) -> str | None:
+    """Why `settings` (a manifest's analyzer entry) are not ones `Analyzer.settings` writes, or None."""
+    if not isinstance(settings, dict):
+        return "must be an object"
+    for key, known in (("stemmer", STEMMERS), ("stopwords", STOPWORD_SETS)):
+        if settings.get(key) not in known:
+            return f"{key} {settings.get(key)!r} is unknown (expected one of {', '.join(map(repr, known))})"
+    return None
+
+
 class Analyzer:
     """Turns text into index terms; one instance caches the analysis of each distinct token."""
 
     def __init__(self, stopwords: bool = True, stemmer: str | None = "porter"):
-        if stemmer not in (None, "porter"):
+        if stemmer not in STEMMERS:
             raise ValueError(f"unknown stemmer {stemmer!r}; expected 'porter' or None")
         self.stopwords = LUCENE_ENGLISH_STOPWORDS if stopwords else frozenset()
         self.stemmer = stemmer

@@ -44,7 +44,10 @@ def build_with_parts(documents: Iterable[Document], path: Path, *, source: str, 
                      shards: int | None = None, workers: int = 1, force: bool = False,
                      dense: Any = None, late: Any = None) -> dict[str, Any]:
     """Build the index at `path` (`shards` shards if given) with the dense and late parts asked for;
-    returns its manifest."""
+    returns its manifest. A path inside another index (a shard or segment of it) is refused."""
+    from retrieval.ownership import check_not_inside_index
+
+    check_not_inside_index(path)
     if shards is not None:
         from retrieval.shards.build import build_sharded_index
 
@@ -62,7 +65,9 @@ def replace_parts(path: Path, dense: Any = None, late: Any = None) -> dict[str, 
     failure or a kill leaves the index as it was. Returns the parts' manifest entries."""
     from retrieval.index.kinds import index_kind
     from retrieval.index.native import linked_index
+    from retrieval.ownership import check_not_inside_index
 
+    check_not_inside_index(path, "parts")
     kind = index_kind(path)
     if kind != "native":
         live = kind == "sharded" and storage.read_manifest(path).get("live")

@@ -40,12 +40,6 @@ def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -72,11 +66,37 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
+TEMPORARY_MARK = ".retrieval-temporary"  # an empty file in every temporary container made here
+
+
+def temporary_container(target: Path, kind: str, pid: int | None = None) -> Path:
+    """A new directory beside `target` for a write in progress, `.NAME.KIND-PID-RANDOM/` (kind "tmp":
+    the new data is made inside it; "old": what it replaces is moved inside), marked as this
+    package's by an empty TEMPORARY_MARK file. Only marked containers whose process is gone are ever
+    removed (`remove_abandoned`): a user's file that happens to share the name pattern is kept."""
+    target = Path(target)
+    container = Path(tempfile.mkdtemp(prefix=f".{target.name}.{kind}-{pid or os.getpid()}-",
+                                      dir=target.parent))
+    try:
+        with naming(target):
+            (container / TEMPORARY_MARK).touch()
+    except BaseException:
+        shutil.rmtree(container, ignore_errors=True)
+        raise
+    return container
+
+
+def is_temporary_container(path: Path) -> bool:
+    """Whether `path` is a container `temporary_container` made (a directory holding its mark)."""
+    mark = Path(path) / TEMPORARY_MARK
+    return Path(path).is_dir() and not Path(path).is_symlink() and mark.is_file() and not mark.is_symlink()
+
+
 def _abandoned(target: Path, kind: str) -> Iterator[Path]:
-    """Temporary siblings of `target` of this kind ("tmp"/"old") whose building process is gone."""
+    """Temporary containers beside `target` of this kind ("tmp"/"old") whose process is gone."""
     for leftover in sorted(target.parent.glob(f".{glob_escape(target.name)}.{kind}-*-*")):
         pid = leftover.name[len(f".{target.name}.{kind}-"):].split("-", 1)[0]
-        if pid.isdigit() and not _process_alive(int(pid)):
+        if pid.isdigit() and not _process_alive(int(pid)) and is_temporary_container(leftover):
             yield leftover
 
 
@@ -101,24 +121,12 @@ def recover_interrupted(target: Path) -> bool:
 
 
 def remove_abandoned(target: Path) -> None:
-    """Delete temporary siblings of `target` left by builds whose process was killed
-    (after putting back a previous `target` such a build had moved aside)."""
+    """Delete the temporary containers beside `target` left by writes whose process was killed
+    (after putting back a previous `target` such a write had moved aside)."""
     recover_interrupted(target)
     for kind in ("tmp", "old"):
         for leftover in _abandoned(target, kind):
-            if leftover.is_dir() and not leftover.is_symlink():
-                shutil.rmtree(leftover, ignore_errors=True)
-            else:
-                leftover.unlink(missing_ok=True)
-
-
-def is_index_dir(path: Path) -> bool:
-    """Whether `path` is a directory holding a manifest this package wrote (any index kind)."""
-    try:
-        manifest = json.loads((Path(path) / MANIFEST).read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
-        return False
-    return isinstance(manifest, dict) and manifest.get("format_version") == FORMAT_VERSION
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def is_model_dir(path: Path) -> bool:
@@ -135,7 +143,7 @@ def check_keeps_input(target: Path, source: Path) -> None:
                          " another path)", target)
 
 
-def check_replaceable(target: Path, ours: Callable[[Path], bool] = is_index_dir,
+def check_replaceable(target: Path, ours: Callable[[Path], bool],
                       force: bool = False, remedy: str = "remove it, choose another path, or --force"
                       ) -> None:
     """Refuse to replace what is at `target` unless it is absent, an empty directory, ours or `force`d;
@@ -186,14 +194,15 @@ def atomic_directory(target: Path, ours: Callable[[Path], bool] | None = None,
     remove_abandoned(target)
     if ours is not None:
         check_replaceable(target, ours, force)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=target.parent))
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; indexes are shared like any file
+    container = temporary_container(target, "tmp")
+    tmp = container / "new"
     try:
+        tmp.mkdir()  # mode 0o777 less the umask: indexes are shared like any file
         yield tmp
         _fsync_tree(tmp)
         if os.path.lexists(target):
             _forget_part(target)
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-{os.getpid()}-", dir=target.parent))
+            old = temporary_container(target, "old")
             os.rename(target, old / "previous")
             os.rename(tmp, target)
             shutil.rmtree(old, ignore_errors=True)
@@ -203,9 +212,8 @@ def atomic_directory(target: Path, ours: Callable[[Path], bool] | None = None,
         else:
             os.rename(tmp, target)
         _fsync_dir(target.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    finally:
+        shutil.rmtree(container, ignore_errors=True)  # the new data on failure; only the mark on success
 
 
 def link_tree(source: Path, target: Path) -> None:
@@ -223,11 +231,12 @@ def link_tree(source: Path, target: Path) -> None:
 
 
 @contextlib.contextmanager
-def linked_copy(index_dir: Path) -> Iterator[Path]:
+def linked_copy(index_dir: Path, ours: Callable[[Path], bool]) -> Iterator[Path]:
     """A copy of the index at `index_dir` made of hard links, that replaces the index as a whole
     only if the block succeeds. Change the copy only by renaming new files in (as atomic_directory
-    and write_json_atomic do): writing into a linked file would change the original too."""
-    with atomic_directory(Path(index_dir), ours=is_index_dir) as tmp:
+    and write_json_atomic do): writing into a linked file would change the original too. `ours` tells
+    the index this package wrote (ownership.is_index_dir)."""
+    with atomic_directory(Path(index_dir), ours=ours) as tmp:
         link_tree(Path(index_dir), tmp)
         yield tmp
 
@@ -242,7 +251,7 @@ def _forget_part(target: Path) -> None:
     path = target.parent / MANIFEST
     try:
         manifest = json.loads(path.read_text()) if path.is_file() else None
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return
     parts = manifest.get("parts") if isinstance(manifest, dict) else None
     if isinstance(parts, dict) and target.name in parts:
@@ -280,46 +289,72 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 def write_files_atomic(files: dict[Path, bytes]) -> None:
     """Write a set of files whole or not at all: every file is written and synced beside its
     target first, then all are renamed into place, so a failure while writing (a full disk)
-    leaves every target as it was."""
-    staged: dict[Path, str] = {}
+    leaves every target as it was. Each is staged in a temporary container of this process
+    (removed afterwards, whatever happens)."""
+    staged: dict[Path, Path] = {}
     try:
         for path, data in files.items():
             staged[path] = _staged_copy(path, data)
-        for path, tmp in staged.items():
-            os.replace(tmp, path)
+        for path, container in staged.items():
+            os.replace(container / "new", path)
         for parent in {path.parent for path in staged}:
             _fsync_dir(parent)
-    except BaseException:
-        for tmp in staged.values():
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        raise
+    finally:
+        for container in staged.values():
+            shutil.rmtree(container, ignore_errors=True)
 
 
-def _staged_copy(path: Path, data: bytes) -> str:
-    """`data` written and synced to a temporary sibling of `path`; its name."""
+def _staged_copy(path: Path, data: bytes) -> Path:
+    """`data` written and synced to `new` in a temporary container beside `path`; the container."""
     if path.is_dir():
         raise InputError("is a directory; expected a file to write", path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=path.parent)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600
+    container = temporary_container(path, "tmp")
     try:
-        with naming(path), os.fdopen(fd, "wb") as f:
+        # os.open applies the umask to 0o666, as a shell's `>` does
+        with naming(path), os.fdopen(os.open(container / "new", os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                                             0o666), "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        shutil.rmtree(container, ignore_errors=True)
         raise
-    return tmp
+    return container
+
+
+MAX_MANIFEST_BYTES = 64 << 20
+
+
+def manifest_of(path: Path) -> dict[str, Any] | None:
+    """The parsed manifest.json of `path` if it is a regular file holding a JSON object, else None."""
+    file = Path(path) / MANIFEST
+    try:
+        if file.is_symlink() or not file.is_file() or file.stat().st_size > MAX_MANIFEST_BYTES:
+            return None
+        value = json.loads(file.read_bytes())
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def looks_like_index(path: Path) -> bool:
+    """Whether `path` holds a manifest with a format version (an index, maybe damaged or foreign):
+    never written into, nor nested inside."""
+    manifest = manifest_of(path)
+    return manifest is not None and "format_version" in manifest
+
+
+def index_holding(path: str | Path) -> Path | None:
+    """The nearest directory above `path` (symbolic links resolved) that holds an index, if any."""
+    real = Path(os.path.realpath(path))
+    return next((p for p in real.parents if looks_like_index(p)), None)
 
 
 def check_outside_indexes(path: str | Path) -> None:
     """Refuse an output path inside an index directory (e.g. INDEX/manifest.json would break it)."""
-    real = Path(os.path.realpath(path))
-    inside = next((p for p in real.parents if is_index_dir(p)), None)
+    inside = index_holding(path)
     if inside is not None:
         raise InputError(f"is inside the index {inside}; refusing to write there (choose a path outside"
                          " it)", path)
@@ -483,8 +518,11 @@ def check_manifest(manifest: dict[str, Any], path: Path) -> None:
     documents = stats.get("documents") if isinstance(stats, dict) else None
     if not isinstance(documents, int) or isinstance(documents, bool) or documents < 1:
         raise InputError("manifest stats.documents must be a positive integer; rebuild the index", path)
-    if not isinstance(manifest.get("analyzer"), dict):
-        raise InputError("manifest analyzer must be an object; rebuild the index", path)
+    from retrieval.analysis import settings_problem
+
+    problem = settings_problem(manifest.get("analyzer"))
+    if problem:
+        raise InputError(f"manifest analyzer {problem}; rebuild the index", path)
 
 
 def read_manifest(index_dir: Path) -> dict[str, Any]:
@@ -497,6 +535,9 @@ def read_manifest(index_dir: Path) -> dict[str, Any]:
     if not Path(index_dir).is_dir():
         raise InputError("no index here (directory does not exist); build it with `retrieval index`",
                          index_dir)
+    if path.is_symlink():
+        raise InputError("is a symbolic link; an index's manifest is a file of its own (refusing to"
+                         " follow it)", path)
     if not path.is_file():
         raise InputError("not an index: manifest.json is missing; build it with `retrieval index`",
                          index_dir)
@@ -504,6 +545,8 @@ def read_manifest(index_dir: Path) -> dict[str, Any]:
         manifest = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as e:
         raise InputError(f"manifest is not valid JSON ({e})", path) from None
+    except RecursionError:
+        raise InputError("manifest nests too deeply to be one this tool wrote", path) from None
     if not isinstance(manifest, dict) or "format_version" not in manifest:
         raise InputError("manifest has no format_version; not an index of this tool", path)
     if manifest["format_version"] != FORMAT_VERSION:

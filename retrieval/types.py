@@ -18,8 +18,8 @@ import numpy as np
 
 from retrieval.errors import InputError
 
-_WORD = re.compile(r"[^\s\x00-\x1f\x7f]+")
-is_word = _WORD.fullmatch  # an id: no whitespace or control characters, not empty
+_WORD = re.compile(r"[^\s\x00-\x1f\x7f-\x9f]+")
+is_word = _WORD.fullmatch  # an id: no whitespace or control characters (C0, DEL, C1), not empty
 
 Ranking = list[tuple[str, float]]
 

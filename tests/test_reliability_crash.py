@@ -9,7 +9,6 @@ the previous complete data, the new complete data, or a clear InputError (for
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -230,20 +229,23 @@ def test_damaged_array_is_refused_by_load_array_even_without_verify(tmp_path):
 
 
 def test_leftovers_of_killed_writers_are_removed_by_the_next_write(tmp_path):
-    """Temp files/dirs of a killed process go at the next write; a live writer's are kept."""
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True, check=True).stdout.strip()
+    """The temporary containers of a killed process go at the next write; a live writer's are kept,
+    and so is anything merely named like one (issue 49: someone else's `.run.txt.tmp-4000000-keep`)."""
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True).stdout)
     target = tmp_path / "run.txt"
-    abandoned = [tmp_path / f".run.txt.tmp-{dead}-x1", tmp_path / f".idx.tmp-{dead}-x2",
-                 tmp_path / f".idx.old-{dead}-x3"]
-    abandoned[0].write_text("half")
-    abandoned[1].mkdir()
-    abandoned[2].mkdir()
-    live = tmp_path / f".idx.tmp-{os.getpid()}-x4"
-    live.mkdir()
+    abandoned = [storage.temporary_container(target, "tmp", pid=dead),
+                 storage.temporary_container(tmp_path / "idx", "tmp", pid=dead),
+                 storage.temporary_container(tmp_path / "idx", "old", pid=dead)]
+    (abandoned[0] / "new").write_text("half")
+    live = storage.temporary_container(tmp_path / "idx", "tmp")
+    theirs = [tmp_path / f".run.txt.tmp-{dead}-keep", tmp_path / f".idx.old-{dead}-y"]
+    theirs[0].write_text("not ours")
+    (theirs[1] / "previous").mkdir(parents=True)
     storage.write_bytes_atomic(target, b"whole")
     assert not abandoned[0].exists() and abandoned[1].exists()  # only the file's own siblings
     with storage.atomic_directory(tmp_path / "idx") as tmp:
         (tmp / "f").write_text("x")
     assert not abandoned[1].exists() and not abandoned[2].exists()
     assert live.exists() and (tmp_path / "idx" / "f").read_text() == "x"
+    assert theirs[0].read_text() == "not ours" and (theirs[1] / "previous").is_dir()

@@ -29,11 +29,14 @@ from retrieval.types import Document, Run
 
 
 @contextlib.contextmanager
-def serving(index: Path, **options):
-    """A uvicorn server for `index` on a free loopback port, in a thread; yields the port."""
+def serving(index: Path, record: list | None = None, **options):
+    """A uvicorn server for `index` on a free loopback port, in a thread; yields the port.
+    `record` gets (method, path, status) of every request answered."""
     import uvicorn
 
     app = create_app(Engine(index), **options)
+    if record is not None:
+        app = recording(app, record)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -48,10 +51,24 @@ def serving(index: Path, **options):
         thread.join(timeout=30)
 
 
+def recording(app, record: list):
+    """`app` with (method, path, status) of each HTTP response appended to `record`."""
+    async def recorded(scope, receive, send):
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                record.append((scope["method"], scope["path"], message["status"]))
+            await send(message)
+        await app(scope, receive, sending if scope["type"] == "http" else send)
+    return recorded
+
+
 def call(port: int, method: str, path: str, body=None, headers=None) -> tuple[int, dict]:
+    """(status, JSON or {"html": page}) of one request; a POST body is sent as JSON (as a client
+    must: the service refuses other types) unless `headers` say otherwise."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    conn.request(method, path, body=data, headers=headers or {})
+    headers = ({"Content-Type": "application/json"} if method == "POST" else {}) | (headers or {})
+    conn.request(method, path, body=data, headers=headers)
     response = conn.getresponse()
     raw = response.read()
     conn.close()
@@ -205,6 +222,62 @@ def test_search_page_in_headless_chromium(cacm_copy, tmp_path):
     header = np.all(np.abs(pixels - np.array([0x1F, 0x3B, 0x63]) / 255) < 0.03, axis=2)
     assert highlight.sum() > 2000  # highlighted query terms on screen
     assert header[:60].mean() > 0.5  # the page's header bar rendered
+
+
+ATTACK_PAGE = """<!doctype html>
+<html><body>
+<iframe name="sink" style="display:none"></iframe>
+<form id="form" method="POST" action="TARGET/api/documents" enctype="text/plain" target="sink">
+<input type="hidden" name='{"documents": [{"id": "evil", "text": "x' value='"}]}'>
+</form>
+<div id="out">started</div>
+<script>
+const out = document.getElementById("out");
+fetch("TARGET/api/documents/delete", {method: "POST", mode: "no-cors",
+      headers: {"Content-Type": "text/plain"}, body: '{"ids": ["CACM-0005"]}'})
+  .then(() => { out.textContent = "fetch sent"; })
+  .catch((e) => { out.textContent = "fetch failed: " + e; })
+  .finally(() => { document.getElementById("form").submit(); out.textContent += ", form sent"; });
+</script>
+</body></html>
+"""
+
+
+def test_a_page_of_another_origin_cannot_write(cacm_copy, tmp_path):
+    """Issue 49: a page served from another loopback origin (another port) tries the no-cors fetch
+    and the text/plain form that once deleted and added documents; both reach the server and are
+    refused (403: another origin), and the index is byte for byte as before."""
+    import functools
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    if _chromium() is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is required in CI (apt-get install -y chromium)")
+        pytest.skip("chromium not installed")
+    before = {p.relative_to(cacm_copy): p.read_bytes() for p in cacm_copy.rglob("*") if p.is_file()}
+    seen: list = []
+    site = tmp_path / "site"
+    site.mkdir()
+    with serving(cacm_copy, record=seen) as port:
+        (site / "index.html").write_text(ATTACK_PAGE.replace("TARGET", f"http://127.0.0.1:{port}"))
+        handler = functools.partial(SimpleHTTPRequestHandler, directory=str(site))
+        handler.log_message = lambda *a: None
+        attacker = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=attacker.serve_forever, daemon=True).start()
+        try:
+            url = f"http://127.0.0.1:{attacker.server_address[1]}/index.html"
+            browser = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                       f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=15000", "--dump-dom"]
+            dom = subprocess.run([*browser, url], capture_output=True, text=True, timeout=180,
+                                 check=True).stdout
+        finally:
+            attacker.shutdown()
+    assert "fetch sent, form sent" in dom  # the browser sent both
+    assert ("POST", "/api/documents/delete", 403) in seen and ("POST", "/api/documents", 403) in seen
+    assert not [s for s in seen if s[2] == 200]
+    after = {p.relative_to(cacm_copy): p.read_bytes() for p in cacm_copy.rglob("*") if p.is_file()}
+    assert after == before
+    assert "CACM-0005" in open_index(cacm_copy).doc_id_list
 
 
 def test_bounded_load_no_5xx_no_lost_documents(cacm_copy, cacm_docs):

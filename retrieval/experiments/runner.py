@@ -32,6 +32,7 @@ from retrieval.experiments.outcome import Outcome, SweepResult
 from retrieval.formats.trec import read_run, write_run
 from retrieval.index.kinds import AnyIndex, open_index
 from retrieval.index.native import Index
+from retrieval.ownership import check_not_inside_index, is_index_dir
 from retrieval.registry import RANKERS
 from retrieval.runtime import precision as precisions
 from retrieval.types import Qrels, Queries, Run, natural_key
@@ -57,6 +58,8 @@ def _note(message: str) -> None:
 def ensure_index(cfg: Config, precision: str | None = None) -> AnyIndex:
     """Open the config's index, (re)building it first if missing, built differently, or lacking a
     part the config asks for (a sharded index is rebuilt whole; a single one gets the part added)."""
+    with cfg.blame("index.path"):  # a shard or segment of another index is never built or changed
+        check_not_inside_index(cfg.index_path)
     source = collections.describe(cfg.collection)
     analyzer = Analyzer(stopwords=cfg.stopwords, stemmer=cfg.stemmer)
     wanted = "sharded" if cfg.shards else "native"
@@ -76,7 +79,7 @@ def ensure_index(cfg: Config, precision: str | None = None) -> AnyIndex:
         else:
             reason = "built from another source, with another analyzer or another layout"
     with cfg.blame("index.path"):  # never replace what is not an index, before any note
-        storage.check_replaceable(cfg.index_path, remedy="remove it or change index.path")
+        storage.check_replaceable(cfg.index_path, is_index_dir, remedy="remove it or change index.path")
         storage.check_keeps_input(cfg.index_path, collections.check_source(cfg.collection))
     _note(f"building index {cfg.index_path} ({reason})")
     parts = _part_sources(cfg, precision)
@@ -135,7 +138,7 @@ def read_cache(path: Path, empty: Any) -> Any:
     (a damaged cache only costs a recomputation)."""
     try:
         value = json.loads(path.read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return empty
     return value if isinstance(value, type(empty)) or empty is None else empty
 

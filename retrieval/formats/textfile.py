@@ -105,5 +105,5 @@ def check_id(value: object, what: str, where: str | Path | None = None, line: in
                          f" {MAX_ID_CHARS:,}", where, line)
     if not isinstance(value, str) or not is_word(value):
         raise InputError(f"{what} {value!r} is not a valid id; expected a non-empty word without"
-                         " whitespace", where, line)
+                         " whitespace or control characters", where, line)
     return check_utf8(value, f"{what} {value!r}", where, line)

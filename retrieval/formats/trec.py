@@ -221,8 +221,8 @@ def check_tag(tag: str) -> str:
     """A run tag: the last column of every line, so one non-empty word."""
     if not isinstance(tag, str):
         raise InputError(f"run tag must be a string, got {type(tag).__name__} {tag!r}")
-    if not tag or any(c.isspace() for c in tag):
-        raise InputError(f"run tag {tag!r} must be a non-empty word without spaces")
+    if not is_word(tag):
+        raise InputError(f"run tag {tag!r} must be a non-empty word without spaces or control characters")
     return tag
 
 

@@ -62,8 +62,18 @@ class DocStore:
         con = getattr(self._local, "con", None)
         if con is None:
             con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            try:
+                con.execute("SELECT docno, id, title, text FROM docs LIMIT 0")
+            except sqlite3.DatabaseError as e:  # not a database, or not one with the docs table
+                con.close()
+                raise InputError(f"not a doc store this tool wrote ({e}); rebuild the index",
+                                 self.path) from None
             self._local.con = con
         return con
+
+    def check(self) -> None:
+        """InputError naming the file unless it is a doc store this package wrote (its docs table)."""
+        self._con()
 
     def __len__(self) -> int:
         return self._con().execute("SELECT COUNT(*) FROM docs").fetchone()[0]

@@ -108,8 +108,20 @@ class ImpactModel:
         stats = stats or CollectionStats.of(index)
         lengths = quantised_lengths(index.doc_lengths)
         for lo, hi in term_ranges(index.indptr, CHUNK_POSTINGS):
-            yield lo, hi, self._chunk(index, stats, lengths, lo, hi)
+            yield lo, hi, self._finite_chunk(index, stats, lengths, lo, hi)
             release_pages(index.docnos, index.tfs)  # bounded memory when these are file maps
+
+    def _finite_chunk(self, index: InvertedIndex, stats: CollectionStats, lengths: np.ndarray,
+                      lo: int, hi: int) -> np.ndarray:
+        """`_chunk`, refusing parameters whose arithmetic overflows (e.g. BM25 k1 = 1e308, whose
+        scores would come out as 0 or 1e-308 instead of an error)."""
+        try:
+            with np.errstate(over="raise", invalid="raise"):
+                return self._chunk(index, stats, lengths, lo, hi)
+        except FloatingPointError:
+            settings = ", ".join(f"{k} = {v!r}" for k, v in asdict(self).items())
+            raise InputError(f"{type(self).__name__} with {settings} overflows on this index's frequencies"
+                             " and lengths; choose a smaller value") from None
 
     @property
     def key(self) -> dict:
@@ -220,11 +232,36 @@ def impacts_for(model: ImpactModel, index: InvertedIndex,
     if stats is None and stored.is_file() and (index.path / CODES_FILE).is_file():
         try:
             key = json.loads(stored.read_text())
-        except ValueError:
+        except (ValueError, RecursionError):
             raise InputError("unreadable impacts description; rebuild the index", stored) from None
         if key == model.key:
             impacts = Impacts(*(np.asarray(load_array(index.path / name))
                                 for name in (CODES_FILE, TABLE_FILE, BASES_FILE)))
             impacts.check(index.indptr, index.path / CODES_FILE, lambda: release_pages(impacts.codes))
+            check_stored(model, index, impacts)
             return impacts
     return model.encoded(index, stats)
+
+
+def check_stored(model: ImpactModel, index: InvertedIndex, impacts: Impacts, samples: int = 16) -> None:
+    """Stored impacts are finite and >= 0, and on a sample of terms exactly the ones `model` (what
+    impacts.json names) computes: a description naming other parameters than the impacts were
+    computed with would otherwise score with the wrong ones."""
+    table = np.asarray(impacts.table)
+    if not (np.isfinite(table).all() and (table >= 0).all()):
+        raise InputError("stored impacts must be finite numbers >= 0; rebuild the index",
+                         index.path / TABLE_FILE)
+    if index.num_terms == 0:
+        return
+    terms = np.unique(np.linspace(0, index.num_terms - 1, samples).astype(np.int64)).tolist()
+    cf = np.zeros(index.num_terms, dtype=np.int64)  # only the sampled terms' are read
+    for t in terms:
+        cf[t] = int(np.sum(index.tfs[index.indptr[t]:index.indptr[t + 1]], dtype=np.int64))
+    stats = CollectionStats(num_docs=index.num_docs, doc_count=int(np.count_nonzero(index.doc_lengths)),
+                            total_terms=int(np.sum(index.doc_lengths, dtype=np.int64)), df=index.df, cf=cf)
+    lengths = quantised_lengths(index.doc_lengths)
+    for t in terms:
+        expected = model._chunk(index, stats, lengths, t, t + 1)
+        if not np.array_equal(expected, impacts.values(t, int(index.indptr[t]), int(index.indptr[t + 1]))):
+            raise InputError(f"stored impacts are not those of the model this file names ({model.key});"
+                             " rebuild the index", index.path / IMPACTS_MODEL_FILE)

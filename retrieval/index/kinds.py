@@ -59,7 +59,7 @@ def index_kind(path: str | Path) -> str:
     if manifest.is_file():
         try:
             data = json.loads(manifest.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return "native"  # Index.open reports the damaged manifest
         if isinstance(data, dict) and data.get("kind") == "sharded":
             return "sharded"

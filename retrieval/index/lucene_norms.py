@@ -44,7 +44,17 @@ def byte4_to_int(b: int) -> int:
 LENGTH_TABLE = np.array([byte4_to_int(b) for b in range(256)], dtype=np.float64)
 
 
+def norm_codes(lengths: np.ndarray) -> np.ndarray:
+    """`int_to_byte4` of every length at once (integers 0 .. 2**31 - 1), in time and memory
+    proportional to the number of lengths, whatever their size."""
+    n = np.asarray(lengths, dtype=np.int64)
+    rest = np.maximum(n - _NUM_FREE_VALUES, 0)
+    bits = np.frexp(rest.astype(np.float64))[1].astype(np.int64)  # bit_length, exact below 2**53
+    shift = np.maximum(bits - 4, 0)
+    int4 = np.where(bits < 4, rest, ((rest >> shift) & 0x07) | ((shift + 1) << 3))
+    return np.where(n < _NUM_FREE_VALUES, n, _NUM_FREE_VALUES + int4)
+
+
 def quantised_lengths(lengths: np.ndarray) -> np.ndarray:
     """Document lengths as Lucene's norms decode them."""
-    codes = np.array([int_to_byte4(int(n)) for n in range(int(lengths.max(initial=0)) + 1)])
-    return LENGTH_TABLE[codes[np.asarray(lengths)]]
+    return LENGTH_TABLE[norm_codes(lengths)]

@@ -29,6 +29,7 @@ from retrieval.index.docstore import FILENAME as DOCSTORE_FILE
 from retrieval.index.docstore import DocStore, write_docstore
 from retrieval.index.impacts import BM25Model, write_impacts
 from retrieval.index.postings import InvertedIndex, InvertedIndexBuilder
+from retrieval.ownership import is_index_dir
 from retrieval.pipeline.params import default
 from retrieval.types import Document
 
@@ -53,7 +54,7 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
     """
     analyzer = analyzer or Analyzer()
     path = Path(path)
-    with storage.atomic_directory(path, storage.is_index_dir, force) as tmp:
+    with storage.atomic_directory(path, is_index_dir, force) as tmp:
         builder, doc_ids = InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR), []
         stored = write_docstore(tmp / DOCSTORE_FILE, documents)
         analysed = analyse_all(stored, Document.contents.fget, analyzer, workers)
@@ -114,6 +115,8 @@ class Index:
         if len(ids) != stored or ids.dtype.kind != "U" or ids.ndim != 1 or not (ids[:-1] < ids[1:]).all():
             raise InputError(f"expected {stored} distinct sorted doc ids (strings), found {len(ids)} of"
                              f" {ids.dtype}; rebuild the index", self.path / DOCIDS_FILE)
+        if verify:
+            self.docstore.check()
 
     def _stored_documents(self) -> object:
         """How many documents the doc store holds: the index's count, except in a Lucene index,
@@ -224,7 +227,7 @@ def linked_index(index: Index | str | Path) -> Iterator[Index]:
     """The native index (opened, so verified, if given as a path) as a copy of hard links to change:
     it replaces the index as a whole only if the block succeeds (storage.linked_copy)."""
     index = native_index(index)
-    with storage.linked_copy(index.path) as copy:
+    with storage.linked_copy(index.path, is_index_dir) as copy:
         yield Index.open(copy, verify=False)  # links of the files of the index opened above
 
 

@@ -21,6 +21,8 @@ import numpy as np
 from retrieval.errors import InputError
 from retrieval.storage import load_array, new_array, release_pages, save_array
 
+CHECK_POSTINGS = 1 << 22  # postings checked at a time when an index is opened (bounded memory)
+
 
 def term_ranges(indptr: np.ndarray, postings: int) -> list[tuple[int, int]]:
     """Term ranges [lo, hi) of about `postings` postings each (a term is never split), covering every
@@ -198,6 +200,33 @@ class InvertedIndex:
             if bad:
                 raise InputError(f"inconsistent index array: expected {expected}; rebuild the index",
                                  self.path / f"{name}.npy")
+        self._check_postings()
+
+    def _check_postings(self, chunk: int = CHECK_POSTINGS) -> None:
+        """Each posting list names a document once, in rising docno order, and each document's length
+        is the sum of its term frequencies (so no tf exceeds it, and no length is made up). One
+        pass over the postings, `chunk` at a time (bounded memory)."""
+        total = len(self.docnos)
+        starts = np.asarray(self.indptr[1:-1])
+        starts = starts[(starts > 0) & (starts < total)]  # a new posting list begins at each
+        sums = np.zeros(len(self.doc_lengths), dtype=np.int64)
+        for a in range(0, total, chunk):
+            b = min(total, a + chunk + 1)  # one past: the pair across the chunk boundary
+            docnos = np.asarray(self.docnos[a:b])
+            rising = docnos[1:] > docnos[:-1]
+            rising[starts[(starts > a) & (starts < b)] - a - 1] = True
+            if not rising.all():
+                raise InputError("inconsistent index array: expected each term's documents once, in"
+                                 " rising order; rebuild the index", self.path / "docnos.npy")
+            end = min(total, a + chunk)
+            weights = np.asarray(self.tfs[a:end], dtype=np.float64)  # int32 weights are 30x slower
+            sums += np.bincount(docnos[:end - a].astype(np.intp), weights=weights,
+                                minlength=len(sums)).astype(np.int64)
+            release_pages(self.docnos, self.tfs)
+        if not np.array_equal(sums, self.doc_lengths):
+            raise InputError("inconsistent index array: expected each document's length to be the sum of"
+                             " its term frequencies (tfs.npy); rebuild the index",
+                             self.path / "doc_lengths.npy")
 
     @property
     def num_docs(self) -> int:
@@ -209,10 +238,19 @@ class InvertedIndex:
 
     @cached_property
     def terms(self) -> list[str]:
-        """The vocabulary, sorted; term id = position."""
+        """The vocabulary, sorted; term id = position. InputError naming terms_utf8.npy unless every
+        term is UTF-8 and they rise strictly (term ids are found by that order)."""
         blob = self._terms_utf8.tobytes()
         offsets = self._terms_offsets.tolist()
-        return [blob[offsets[i]:offsets[i + 1]].decode() for i in range(self.num_terms)]
+        try:
+            terms = [blob[offsets[i]:offsets[i + 1]].decode() for i in range(self.num_terms)]
+        except UnicodeDecodeError:
+            raise InputError("inconsistent index array: expected UTF-8 terms; rebuild the index",
+                             self.path / "terms_utf8.npy") from None
+        if not all(a < b for a, b in zip(terms, terms[1:])):
+            raise InputError("inconsistent index array: expected the terms sorted, each once; rebuild the"
+                             " index", self.path / "terms_utf8.npy")
+        return terms
 
     @cached_property
     def term_ids(self) -> dict[str, int]:

@@ -34,6 +34,7 @@ from retrieval.errors import InputError
 from retrieval.index.docstore import FILENAME as DOCSTORE_FILE
 from retrieval.index.docstore import write_docstore
 from retrieval.lucene import jvm
+from retrieval.ownership import check_not_inside_index, is_index_dir
 from retrieval.types import Document
 
 BACKEND = "lucene"
@@ -110,9 +111,10 @@ def build_lucene_index(documents: str | Path | Iterable[Document], target: str |
         source = source or describe(documents)
         documents = load_documents(documents)
     target = Path(target)
+    check_not_inside_index(target)
     jvm.start()
     began = time.perf_counter()
-    with storage.atomic_directory(target, storage.is_index_dir, force) as tmp, \
+    with storage.atomic_directory(target, is_index_dir, force) as tmp, \
             tempfile.TemporaryDirectory(prefix=".lucene-input-", dir=tmp.parent) as scratch:
         ids = _write_jsonl(write_docstore(tmp / DOCSTORE_FILE, documents), Path(scratch), threads)
         storage.save_array(tmp / DOCIDS_FILE, np.array(sorted(ids), dtype=str))  # as index/native.py

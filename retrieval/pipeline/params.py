@@ -55,6 +55,7 @@ class Param:
     expected: str = ""
     choices: tuple[str, ...] = ()
     keyed: bool = True  # False: does not change results (left out of cache keys)
+    path: bool = False  # names a file or directory (never taken from a service request)
 
     @property
     def flag(self) -> str:
@@ -94,7 +95,8 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     _counter("hits", 1000, "results per query"),
     _counter("depth", None, "input hits per query the stage looks at"),
     _counter("threads", 1, "threads", keyed=False),
-    _real("k1", 0.9, "BM25 k1", _at_least(0.0), "a finite number >= 0"),
+    _real("k1", 0.9, "BM25 k1 (at most 1000: far larger values overflow the formula)",
+          _within(0.0, 1000.0), "a number from 0 to 1000"),
     _weight("b", 0.4, "BM25 b"),
     _real("mu", 1000.0, "Dirichlet mu", _above(0.0), "a finite number > 0"),
     _real("lam", 0.1, "Jelinek-Mercer lambda, weight of the collection model",
@@ -107,14 +109,14 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("fusion", str, "interpolate", "min-max interpolation or reciprocal-rank fusion",
           choices=("interpolate", "rrf")),
     _counter("rrf_k", 60, "reciprocal-rank fusion constant k in 1 / (k + rank)"),
-    Param("encoder", str, None, "local Hugging Face model directory (default: the index's model)"),
+    Param("encoder", str, None, "local Hugging Face model directory (default: the index's model)", path=True),
     Param("precision", str, "auto", "how a neural stage computes on this machine (auto: the fastest "
           "path on this CPU within the model's loss limit of fp32; retrieval/runtime/precision.py)",
           choices=PRECISIONS),
     _counter("ef_search", None, "HNSW: ef at search time (default: the index's, set when it was built)"),
     _counter("nprobe", None, "IVF-PQ: lists probed (default: the index's, set when it was built)"),
     Param("checkpoint", str, None, "zero-shot or a checkpoint .safetensors (default: the "
-          "committed checkpoint)"),
+          "committed checkpoint)", path=True),
     _weight("interpolate", None, "score = W * minmax(first stage) + (1 - W) * minmax(MaxSim) "
             "(default: MaxSim only)"),
     _counter("passages", 5, "passages read per question"),

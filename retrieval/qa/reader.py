@@ -102,15 +102,20 @@ def span_distribution(context: str, windows: Sequence[Window], starts: Sequence[
                    tuple(Span(context[s:e], s, e, float(np.exp(sc - z))) for (s, e), sc in spans))
 
 
+def check_reader_dir(path: str | Path) -> None:
+    """InputError unless `path` looks like a reader checkpoint directory (its config.json)."""
+    if not (Path(path) / "config.json").is_file():
+        raise InputError("no reader checkpoint here (config.json missing); train one with"
+                         " `retrieval train reader`", path)
+
+
 def load_reader_model(path: str | Path | None = None):
     """(model, tokenizer, SHA-256 of the weights) from a local reader checkpoint directory (fp16
     weights -> fp32)."""
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
     path = verify_packaged(Path(path) if path else DEFAULT_READER)  # the shipped reader: checked
-    if not (path / "config.json").is_file():
-        raise InputError("no reader checkpoint here (config.json missing); train one with"
-                         " `retrieval train reader`", path)
+    check_reader_dir(path)
     model, loading = load_pretrained(AutoModelForQuestionAnswering, path, quiet=True, dtype=torch.float32,
                                      output_loading_info=True)
     if any(key.startswith("qa_outputs") for key in loading["missing_keys"]):  # else a random head

@@ -8,28 +8,37 @@
     POST /api/documents         {documents: [{id, title?, text}]}        (write)
     POST /api/documents/delete  {ids: [...]}                              (write)
 
-Bad requests get a 4xx with {"error": one line}: 400 for invalid input, 401
-for a write without the token, 404/405 for unknown routes, 413 for a body
-over the limit, 503 when a read runs past the time limit (writes run to the end). Writes need
-`Authorization: Bearer TOKEN` when the service was given a token (always
-when it listens beyond the loopback address; see commands/serve.py).
+Bad requests get a 4xx with {"error": one line}: 400 for invalid input (or a
+Host this server does not answer to), 401 for a write without the token, 403
+for a request from another origin, 404/405 for unknown routes, 413 for a body
+over the limit, 415 for a POST that is not application/json; 503 when a read
+runs past the time limit (it stops at its next stage; writes run to the end)
+or the index is missing or being replaced. Writes need `Authorization: Bearer
+TOKEN` when the service was given a token (always when it listens beyond the
+loopback address; see commands/serve.py). guard.py says who may call at all.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
+import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from retrieval.errors import InputError
-from retrieval.service.engine import Engine
+from retrieval.service.engine import Engine, TimeUp, Unavailable
+from retrieval.service.guard import SameOriginGuard, allowed_hosts
 
 PAGE = Path(__file__).with_name("page.html")
 MAX_BODY = 1 << 20      # bytes per request
@@ -53,9 +62,13 @@ class RequestError(Exception):
 
 
 def create_app(engine: Engine, token: str | None = None, max_body: int = MAX_BODY,
-               time_limit: float = TIME_LIMIT) -> FastAPI:
-    """The FastAPI application serving `engine`; `token` guards the write endpoints."""
+               time_limit: float = TIME_LIMIT, host: str = "127.0.0.1",
+               allowed: Iterable[str] = ()) -> FastAPI:
+    """The FastAPI application serving `engine`; `token` guards the write endpoints. It answers
+    requests addressed to `host` (the address it listens on) or an `allowed` name, from its own
+    origin (guard.py)."""
     app = FastAPI(title="retrieval", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(SameOriginGuard, *allowed_hosts(host, allowed))
 
     @app.exception_handler(RequestError)
     async def refused(_: Request, e: RequestError) -> JSONResponse:
@@ -65,16 +78,24 @@ def create_app(engine: Engine, token: str | None = None, max_body: int = MAX_BOD
     async def http_error(_: Request, e: StarletteHTTPException) -> JSONResponse:
         return JSONResponse({"error": str(e.detail)}, status_code=e.status_code)
 
+    @app.exception_handler(Exception)
+    async def failed(_: Request, e: Exception) -> JSONResponse:
+        """A bug: one line to the client (the traceback still goes to the server's log)."""
+        return JSONResponse({"error": f"internal error ({type(e).__name__})"}, status_code=500)
+
     async def body(request: Request, endpoint: str) -> dict[str, Any]:
         """The request's JSON object, size-limited and checked against the endpoint's fields."""
         declared = request.headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > max_body):
             raise RequestError(413, f"request body over {max_body} bytes")
         data = bytearray()
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > max_body:
-                raise RequestError(413, f"request body over {max_body} bytes")
+        try:
+            async for chunk in request.stream():
+                data += chunk
+                if len(data) > max_body:
+                    raise RequestError(413, f"request body over {max_body} bytes")
+        except ClientDisconnect:  # nobody is left to answer; nothing was done
+            raise RequestError(400, "the client went away before sending the whole body") from None
         try:
             value = json.loads(data)
         except (ValueError, UnicodeDecodeError) as e:
@@ -92,14 +113,21 @@ def create_app(engine: Engine, token: str | None = None, max_body: int = MAX_BOD
 
     async def call(fn: Any, limited: bool = True, **kwargs: Any) -> JSONResponse:
         """Run an engine call in a worker thread within the time limit (a write has none: it cannot
-        be stopped half way, so a 503 would hide that it was applied); InputError -> 400."""
+        be stopped half way, so a 503 would hide that it was applied); InputError -> 400. A read
+        past its limit is answered 503 at once, and stops at its next stage (its deadline)."""
         try:
-            work = run_in_threadpool(fn, **kwargs)
-            result = await (asyncio.wait_for(work, time_limit) if limited else work)
+            if limited:  # answered at the limit; the worker stops at its next deadline check
+                kwargs["deadline"] = time.monotonic() + time_limit
+                work = anyio.to_thread.run_sync(functools.partial(fn, **kwargs), abandon_on_cancel=True)
+                result = await asyncio.wait_for(work, time_limit)
+            else:
+                result = await run_in_threadpool(fn, **kwargs)
         except InputError as e:
             raise RequestError(400, e.message) from None
-        except asyncio.TimeoutError:
+        except (asyncio.TimeoutError, TimeUp):
             raise RequestError(503, f"the request took longer than {time_limit:g} s") from None
+        except Unavailable as e:
+            raise RequestError(503, str(e)) from None
         return JSONResponse(result)
 
     def authorised(request: Request) -> None:

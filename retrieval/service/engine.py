@@ -5,14 +5,24 @@ at a time (the stages are not written for concurrent calls, and two cores
 gain little from it); an update holds it too, so a search sees the index
 before or after an update, and the index is reopened when its manifest
 changes (an update by this engine or by `retrieval add` elsewhere).
+
+A request names no file of the server: models are the server's settings,
+chosen when it starts, and a pipeline carrying a path-valued parameter
+(`encoder`, `checkpoint`) or another server setting is refused whatever the
+value. Its work is bounded: at most MAX_STAGES stages, every depth, hits and
+cutoff within REQUEST_LIMITS, and a `deadline` checked before the lock is
+taken and between stages, so a request past its time limit stops there
+(TimeUp) and the lock goes to the next one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +31,7 @@ from retrieval.errors import InputError
 from retrieval.experiments.config import StageSpec, build_pipeline, refuse_feedback, stage_specs
 from retrieval.formats.textfile import check_id, check_utf8
 from retrieval.index.kinds import open_index
-from retrieval.pipeline.params import default
+from retrieval.pipeline.params import PARAMS, default
 from retrieval.registry import RANKERS
 from retrieval.types import Document, Queries, Run
 
@@ -32,15 +42,34 @@ MAX_DOCUMENTS = 1000    # documents per add
 DOCUMENT_FIELDS = {"id", "title", "text"}
 SNIPPET_CHARS = 320
 MAX_PIPELINES = 16      # built pipelines kept, least recently used dropped first
+MAX_STAGES = 8          # stages per requested pipeline
+MAX_DEPTH = 1000        # any stage's cutoff, hits and depth
+REQUEST_LIMITS = {      # (model or "*", parameter) -> the largest value a request may give
+    ("*", "hits"): MAX_DEPTH, ("*", "depth"): MAX_DEPTH, ("late", "depth"): 200,  # late encodes per hit
+    ("*", "fb_docs"): 100, ("*", "fb_terms"): 100, ("*", "ef_search"): MAX_DEPTH, ("*", "nprobe"): MAX_DEPTH,
+}
+SERVER_SETTINGS = {"threads": "retrieval serve --threads", "precision": "retrieval serve --precision"}
+
+
+class TimeUp(Exception):
+    """The request's deadline passed before its work was done (the service answers 503)."""
+
+
+class Unavailable(Exception):
+    """The served index cannot be read now: missing, being replaced, or damaged (503)."""
 
 
 class Engine:
-    """An index served: opened once, reopened after updates; pipelines built once per spec."""
+    """An index served: opened once, reopened after updates; pipelines built once per spec.
+
+    `late_model` is the checkpoint late-interaction stages use (requests cannot name one).
+    """
 
     def __init__(self, path: str | Path, precision: str | None = None, threads: int = 1,
-                 reader: str | Path | None = None):
+                 reader: str | Path | None = None, late_model: str | Path | None = None):
         self.path = Path(path)
         self.precision, self.threads, self.reader = precision, threads, reader
+        self.late_model = late_model
         self.lock = threading.Lock()
         self.index: Any = None
         self.version: tuple = ()
@@ -52,19 +81,41 @@ class Engine:
     # ------------------------------------------------------------ reading
 
     def _fresh(self) -> Any:
-        """The opened index, reopened if its manifest changed since it was opened."""
-        stat = os.stat(self.path / "manifest.json")
+        """The opened index, reopened if its manifest changed since it was opened; Unavailable if
+        it is gone or cannot be opened (deleted, or being replaced, while serving)."""
+        try:
+            stat = os.stat(self.path / "manifest.json")
+        except OSError:
+            raise Unavailable(f"the index {self.path} is missing (deleted or being replaced); try again"
+                              " later") from None
         version = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         if version != self.version:
             if hasattr(self.index, "close"):
                 self.index.close()
-            self.index, self.version, self.qa = open_index(self.path), version, None
+            self.index, self.version, self.qa = None, (), None
             self.pipelines.clear()
+            try:
+                self.index = open_index(self.path)
+            except (InputError, OSError) as e:
+                raise Unavailable(f"the index {self.path} cannot be opened now ({e}); try again"
+                                  " later") from None
+            self.version = version
         return self.index
+
+    @contextlib.contextmanager
+    def _locked(self, deadline: float | None) -> Iterator[Any]:
+        """Hold the lock (waiting no longer than `deadline`) with the fresh index."""
+        if not self.lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
+            raise TimeUp("the request waited past its time limit for the engine")
+        try:
+            yield self._fresh()
+        finally:
+            self.lock.release()
 
     def _built(self, specs: list[Any]) -> Any:
         """The Pipeline of stage specs for the opened index; the MAX_PIPELINES used last are kept
         (each may hold a model's impacts, and requests can name endless parameter values)."""
+        specs = [self._configured(s) for s in specs]
         key = repr([(s.model, sorted(s.params.items()), s.cutoff) for s in specs])
         if key in self.pipelines:
             self.pipelines.move_to_end(key)
@@ -74,8 +125,24 @@ class Engine:
                 self.pipelines.popitem(last=False)
         return self.pipelines[key]
 
+    def _configured(self, spec: StageSpec) -> StageSpec:
+        """A requested stage with the server's own model settings (the late checkpoint)."""
+        if spec.model == "late" and self.late_model is not None:
+            return StageSpec(spec.model, {**spec.params, "checkpoint": str(self.late_model)}, spec.cutoff,
+                             spec.where)
+        return spec
+
+    def _specs(self, pipeline: Any) -> list[StageSpec]:
+        """A requested pipeline's stages, checked: no file paths or server settings, at most
+        MAX_STAGES stages, every depth within REQUEST_LIMITS."""
+        check_request_pipeline(pipeline)
+        specs = stage_specs(pipeline, "pipeline", self.threads)
+        for i, spec in enumerate(specs):
+            check_limits(spec, i)
+        return specs
+
     def search(self, query: str, pipeline: Any = "bm25", k: int = 10, include: list[str] | None = None,
-               exclude: list[str] | None = None) -> dict[str, Any]:
+               exclude: list[str] | None = None, deadline: float | None = None) -> dict[str, Any]:
         """The top k for one query with highlighted snippets.
 
         `include` / `exclude` filter doc ids after the first stage and before any cut: the first
@@ -86,24 +153,23 @@ class Engine:
         check_count(k, "k", MAX_HITS)
         for name, ids in (("include", include), ("exclude", exclude)):
             check_ids(ids, name)
-        specs = stage_specs(pipeline, "pipeline", self.threads)
+        specs = self._specs(pipeline)
         refuse_feedback(specs[1:], "after the first stage (it would ignore include and exclude)")
         start = time.perf_counter()
-        with self.lock:
-            index = self._fresh()
+        with self._locked(deadline) as index:
             head, rest = specs[0], specs[1:]
             needed = head.cutoff or (head.params.get("hits", default("hits")) if rest else k)
             queries = Queries({"q": query})
             first = self._built([first_stage_for(head, hits_for(index, needed, include, exclude))])
             ranking = filtered(first(queries).get("q", []), include, exclude)[:head.cutoff or None]
             if rest:
-                ranking = self._built(rest)(queries, Run({"q": ranking})).get("q", [])
+                ranking = run_stages(self._built(rest), queries, Run({"q": ranking}), deadline).get("q", [])
             results = [self._hit(index, rank, d, s, query) for rank, (d, s) in enumerate(ranking[:k], 1)]
         return {"query": query, "pipeline": pipeline, "k": k, "results": results,
                 "took_ms": round(1000 * (time.perf_counter() - start), 2)}
 
     def rerank(self, query: str, candidates: list[str], pipeline: Any = "late",
-               k: int | None = None) -> dict[str, Any]:
+               k: int | None = None, deadline: float | None = None) -> dict[str, Any]:
         """A posted candidate list reordered by a reranking (or rescoring) pipeline."""
         check_text(query, "query")
         check_ids(candidates, "candidates")
@@ -111,29 +177,28 @@ class Engine:
             raise InputError("candidates must list at least one doc id")
         k = len(candidates) if k is None else k
         check_count(k, "k", MAX_IDS)
+        specs = self._specs(pipeline)
+        refuse_feedback(specs, "in a rerank (it would rank documents beyond the candidates)")
         start = time.perf_counter()
-        with self.lock:
-            index = self._fresh()
+        with self._locked(deadline) as index:
             unknown = [d for d in candidates if not has_document(index, d)]
             if unknown:
                 raise InputError(f"{len(unknown)} candidate(s) are not documents of the index (e.g."
                                  f" {unknown[0]!r})")
             given = Run({"q": [(d, float(-i)) for i, d in enumerate(dict.fromkeys(candidates))]})
-            specs = stage_specs(pipeline, "pipeline", self.threads)
-            refuse_feedback(specs, "in a rerank (it would rank documents beyond the candidates)")
-            ranking = self._built(specs)(Queries({"q": query}), given).get("q", [])[:k]
+            ranking = run_stages(self._built(specs), Queries({"q": query}), given, deadline).get("q", [])[:k]
             results = [self._hit(index, rank, d, s, query) for rank, (d, s) in enumerate(ranking, 1)]
         return {"query": query, "pipeline": pipeline, "results": results,
                 "took_ms": round(1000 * (time.perf_counter() - start), 2)}
 
-    def ask(self, question: str, passages: int = 5, top: int = 3) -> dict[str, Any]:
+    def ask(self, question: str, passages: int = 5, top: int = 3,
+            deadline: float | None = None) -> dict[str, Any]:
         """Answers with their evidence (retrieve, then read); needs an index with a dense part."""
         check_text(question, "question")
         check_count(passages, "passages", 100)
         check_count(top, "top", 20)
         start = time.perf_counter()
-        with self.lock:
-            index = self._fresh()
+        with self._locked(deadline) as index:
             if not index.has("dense"):
                 raise InputError("questions need a passage index with a dense part (retrieval index --dense)")
             if self.qa is None:
@@ -142,6 +207,7 @@ class Engine:
                 stage = first_stage(index, precision=self.precision, threads=self.threads)
                 self.qa = RetrieveThenRead(stage, self.reader, index, precision=self.precision,
                                            threads=self.threads)
+            check_deadline(deadline)
             self.qa.passages = passages
             answers = [a.to_json() for a in self.qa.ask(question)[:top]]
             for answer in answers:
@@ -150,10 +216,9 @@ class Engine:
         return {"question": question, "answers": answers,
                 "took_ms": round(1000 * (time.perf_counter() - start), 2)}
 
-    def info(self) -> dict[str, Any]:
+    def info(self, deadline: float | None = None) -> dict[str, Any]:
         """The index's description and the pipelines the page offers for it."""
-        with self.lock:
-            index = self._fresh()
+        with self._locked(deadline) as index:
             return {"index": index.describe(), "pipelines": offered_pipelines(index)}
 
     def _hit(self, index: Any, rank: int, doc_id: str, score: float, query: str) -> dict[str, Any]:
@@ -168,19 +233,23 @@ class Engine:
         from retrieval.shards.live import add_documents
 
         docs = parse_documents(documents)
-        with self.lock:
+        with self._locked(None):
             manifest = add_documents(self.path, docs, source="request", progress=False,
-                                     precision=self.precision)
+                                     precision=self.precision, late_model=self._late_for_updates())
             self._fresh()
         return {"added": len(docs), "documents": manifest["stats"]["documents"],
                 "generation": manifest["live"]["generation"]}
+
+    def _late_for_updates(self) -> str | Path | None:
+        """The late checkpoint new documents are encoded with (only where the index has a late part)."""
+        return self.late_model if self.index is not None and self.index.has("late") else None
 
     def delete(self, ids: list[str]) -> dict[str, Any]:
         """Mark documents deleted."""
         from retrieval.shards.live import delete_documents
 
         check_ids(ids, "ids")
-        with self.lock:
+        with self._locked(None):
             manifest = delete_documents(self.path, ids, source="request")
             self._fresh()
         return {"deleted": len(set(ids)), "documents": manifest["stats"]["documents"],
@@ -188,6 +257,52 @@ class Engine:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def check_deadline(deadline: float | None) -> None:
+    """TimeUp once `deadline` (a time.monotonic() value) has passed."""
+    if deadline is not None and time.monotonic() >= deadline:
+        raise TimeUp("the request ran past its time limit; its remaining stages were not run")
+
+
+def run_stages(pipeline: Any, queries: Queries, run: Run, deadline: float | None) -> Run:
+    """A built Pipeline's stages one at a time on `run`, the deadline checked before each."""
+    for stage in pipeline.stages:
+        check_deadline(deadline)
+        run = stage(queries, run)
+    return run
+
+
+def check_request_pipeline(raw: Any) -> None:
+    """A requested pipeline names no file and no server setting, and has at most MAX_STAGES stages.
+    Checked on the request's data before anything else looks at it, so the error is the same
+    whatever the value (no probing of the server's files)."""
+    items = raw if isinstance(raw, list) else [raw]
+    if len(items) > MAX_STAGES:
+        raise InputError(f"a pipeline may have at most {MAX_STAGES} stages, got {len(items)}")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue
+        for name in sorted(item):
+            if name in PARAMS and PARAMS[name].path:
+                raise InputError(f"pipeline stage {i + 1}: {name!r} would name a file of the server;"
+                                 " requests cannot (models are the server's, chosen when it starts)")
+            if name in SERVER_SETTINGS:
+                raise InputError(f"pipeline stage {i + 1}: {name!r} is the server's setting"
+                                 f" ({SERVER_SETTINGS[name]}), not a request's")
+
+
+def check_limits(spec: StageSpec, i: int) -> None:
+    """A stage's cutoff and counted parameters within what a request may ask (REQUEST_LIMITS)."""
+    values = {**spec.params, "cutoff": spec.cutoff}
+    limits = {name: most for (model, name), most in REQUEST_LIMITS.items() if model == "*"}
+    limits |= {name: most for (model, name), most in REQUEST_LIMITS.items() if model == spec.model}
+    limits["cutoff"] = MAX_DEPTH
+    for name, most in limits.items():
+        value = values.get(name)
+        if isinstance(value, int) and value > most:
+            raise InputError(f"pipeline stage {i + 1} ({spec.model}): {name} may be at most {most} in a"
+                             f" request, got {value}")
 
 
 def check_text(text: Any, name: str) -> None:

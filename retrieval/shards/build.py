@@ -24,6 +24,7 @@ from retrieval.analysis import (
 )
 from retrieval.errors import InputError
 from retrieval.index.native import build_index
+from retrieval.ownership import is_index_dir
 from retrieval.shards.layout import GLOBAL_DIR, KIND, shard_name
 from retrieval.shards.stats import write_global_statistics
 from retrieval.types import Document
@@ -94,7 +95,7 @@ def build_sharded_index(documents: Iterable[Document], path: str | Path, shards:
     docs = list(documents)
     parts = partition(docs, shards, source)
     path = Path(path)
-    with storage.atomic_directory(path, storage.is_index_dir, force) as tmp:
+    with storage.atomic_directory(path, is_index_dir, force) as tmp:
         dirs = build_shards(parts, tmp, source, analyzer, workers, progress)
         stats = write_global_statistics(tmp, dirs)
         manifest_parts: dict[str, Any] = {"inverted": {"built": storage.now(), "stats": stats}}

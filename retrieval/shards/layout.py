@@ -65,6 +65,14 @@ def take_lease(generation: Path, exclusive: bool = False) -> Any:
     return handle
 
 
+def inside(path: Path, what: str) -> Path:
+    """`path` (a directory the manifest names) unless it is a symbolic link, which could lead out of
+    the index."""
+    if path.is_symlink():
+        raise InputError(f"{what} is a symbolic link; refusing to follow it out of the index", path)
+    return path
+
+
 @dataclass(frozen=True)
 class ShardInfo:
     """One shard as the top-level manifest records it."""
@@ -135,16 +143,33 @@ class ShardedIndex:
         if not isinstance(shards, list) or not shards:
             raise InputError("manifest shards must be a non-empty list; rebuild the index", where)
         generation = self.generation_dir
-        out = []
+        out: list[ShardInfo] = []
         for i, s in enumerate(shards):
             if not (isinstance(s, dict) and isinstance(s.get("documents"), int)
                     and isinstance(s.get("manifest_sha256"), str)):
                 raise InputError(f"manifest shards[{i}] must be {{name, documents, manifest_sha256}};"
                                  " rebuild the index", where)
             name = storage.safe_name(s.get("name"), "shard", where)
+            if any(name == seen.name for seen in out):
+                raise InputError(f"manifest lists shard {name!r} twice; the index is damaged", where)
+            inside(self.path / name, "shard directory")
             out.append(ShardInfo(i, name, self.path / name, s["documents"], s["manifest_sha256"],
                                  generation / name if generation else None))
+        if generation is not None:
+            self._check_next_segment(out, where)
         return out
+
+    def _check_next_segment(self, shards: list[ShardInfo], where: Path) -> None:
+        """A live index's next segment number: a whole number above every segment's (an update
+        would otherwise build over a segment in use, or name one `shard--01`)."""
+        numbers = [int(s.name.rsplit("-", 1)[1]) for s in shards
+                   if s.name.startswith("shard-") and s.name[6:].isdigit()]
+        next_segment = self.manifest["live"].get("next_segment")
+        if (not isinstance(next_segment, int) or isinstance(next_segment, bool)
+                or next_segment <= max(numbers, default=-1)):
+            raise InputError(f"manifest live.next_segment must be a whole number above every segment's"
+                             f" ({max(numbers, default=-1)}), got {next_segment!r}; the index is damaged",
+                             where)
 
     @property
     def generation_dir(self) -> Path | None:
@@ -152,17 +177,21 @@ class ShardedIndex:
         live = self.manifest.get("live")
         if live is None:
             return None
-        if not isinstance(live, dict) or not isinstance(live.get("generation"), int):
-            raise InputError("manifest live entry must hold an integer generation; the index is damaged",
+        if (not isinstance(live, dict) or not isinstance(live.get("generation"), int)
+                or isinstance(live["generation"], bool) or live["generation"] < 0):
+            raise InputError("manifest live entry must hold a whole-number generation; the index is damaged",
                              self.path / storage.MANIFEST)
-        return self.path / generation_name(live["generation"])
+        return inside(self.path / generation_name(live["generation"]), "generation directory")
 
-    def deleted_docnos(self, number: int) -> np.ndarray:
-        """Docnos of shard `number`'s deleted documents (none outside a live index)."""
+    def deleted_docnos(self, number: int, documents: int | None = None) -> np.ndarray:
+        """Docnos of shard `number`'s deleted documents (none outside a live index), checked (each
+        below `documents`, the shard's document count, when given)."""
+        from retrieval.shards.stats import load_deleted
+
         shard = self.shards[number]
         if shard.generation is None:
             return np.zeros(0, dtype=np.int64)
-        return storage.load_array(shard.generation / "deleted.npy", mmap=False)
+        return load_deleted(shard.generation / "deleted.npy", documents)
 
     @property
     def num_docs(self) -> int:
@@ -202,7 +231,7 @@ class ShardedIndex:
         out = {}
         for i, shard in enumerate(self.shard_indexes):
             live = np.ones(shard.num_docs, dtype=bool)
-            live[self.deleted_docnos(i)] = False
+            live[self.deleted_docnos(i, shard.num_docs)] = False
             out.update(dict.fromkeys(shard.doc_ids[live].tolist(), i))
         return out
 

@@ -75,7 +75,11 @@ def changing(path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
 
 @contextlib.contextmanager
 def update_lock(path: Path) -> Iterator[None]:
-    """Hold the index's update lock (a file beside it) for the block; one writer at a time."""
+    """Hold the index's update lock (a file beside it) for the block; one writer at a time. An index
+    inside another (a segment named on its own) is refused: updating it would break the parent."""
+    from retrieval.ownership import check_not_inside_index
+
+    check_not_inside_index(path, "an update")
     storage.read_manifest(Path(path))  # no lock file beside something that is not an index
     path = Path(os.path.abspath(path))
     lock = path.parent / f".{path.name}.update-lock"
@@ -102,6 +106,7 @@ def add_documents(path: str | Path, documents: Iterable[Document], *, source: st
     if not docs:
         raise InputError("no documents to add", source or None)
     with update_lock(Path(path)):
+        check_late_model(Path(path), late_model)
         known = live_ids(Path(path))
         clashes = [d.id for d in docs if d.id in known]
         if clashes:
@@ -153,14 +158,23 @@ def _mark_deleted(root: Path, manifest: dict[str, Any], wanted: list[str]) -> di
 def optimize(path: str | Path, progress: bool = True, precision: str | None = None,
              late_model: Any = None) -> dict[str, Any]:
     """Merge every segment's live documents into one segment (deleted ones dropped); the manifest."""
-    with update_lock(Path(path)), changing(Path(path)) as (root, manifest):
-        writer = SegmentWriter(root, manifest, precision, late_model, progress)
-        docs = writer.live_documents(current_segments(writer.index))
-        if not docs:
-            raise InputError("every document is deleted; nothing to merge (build a new index)", path)
-        merged = writer.write(docs, "retrieval optimize")
-        writer.index.close()
-        return commit(root, manifest, [merged])
+    with update_lock(Path(path)):
+        check_late_model(Path(path), late_model)
+        with changing(Path(path)) as (root, manifest):
+            writer = SegmentWriter(root, manifest, precision, late_model, progress)
+            docs = writer.live_documents(current_segments(writer.index))
+            if not docs:
+                raise InputError("every document is deleted; nothing to merge (build a new index)", path)
+            merged = writer.write(docs, "retrieval optimize")
+            writer.index.close()
+            return commit(root, manifest, [merged])
+
+
+def check_late_model(path: Path, late_model: Any) -> None:
+    """Refuse a late-interaction model for an index without a late part, rather than ignore it."""
+    if late_model is not None and "late" not in storage.read_manifest(path).get("parts", {}):
+        raise InputError("this index has no late part, so a late-interaction model (--late-model) does not"
+                         " apply to it", path)
 
 
 MAX_SEGMENTS = 10   # more after an add: the smallest MERGE_FACTOR are merged into one

@@ -155,12 +155,40 @@ def load_generation_statistics(index: Index, root: Path) -> tuple[CollectionStat
 
     try:
         scalars = json.loads((root / SEGMENT_STATS).read_text())
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise InputError(f"cannot read the segment's statistics ({e}); the index is damaged", root) from None
+    check_scalars(scalars, root / SEGMENT_STATS)
     df, cf = storage.load_array(root / "df.npy"), storage.load_array(root / "cf.npy")
-    deleted = np.asarray(storage.load_array(root / "deleted.npy", mmap=False), dtype=np.int64)
-    if len(df) != index.inverted.num_terms or len(cf) != len(df) or (
-            len(deleted) and (deleted.min() < 0 or deleted.max() >= index.num_docs)):
+    deleted = load_deleted(root / "deleted.npy", index.num_docs)
+    if len(df) != index.inverted.num_terms or len(cf) != len(df):
         raise InputError("segment statistics do not match the segment; the index is damaged", root)
+    for name, counts in (("df", df), ("cf", cf)):
+        if counts.ndim != 1 or counts.dtype.kind not in "iu" or (len(counts) and counts.min() < 0):
+            raise InputError("expected counts >= 0 per term; the index is damaged", root / f"{name}.npy")
     stats = CollectionStats(**{k: int(scalars[k]) for k in SCALARS}, df=np.asarray(df), cf=np.asarray(cf))
     return stats, deleted
+
+
+def check_scalars(scalars: object, path: Path) -> None:
+    """A generation's collection scalars: whole numbers, at least one document, no more documents with
+    terms than documents."""
+    def whole(value: object) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+    ok = isinstance(scalars, dict) and all(whole(scalars.get(k)) for k in SCALARS)
+    if not ok or scalars["num_docs"] < 1 or scalars["doc_count"] > scalars["num_docs"]:
+        raise InputError(f"expected the collection's {', '.join(SCALARS)} as whole numbers >= 0 (at least"
+                         " one document); the index is damaged", path)
+
+
+def load_deleted(path: Path, documents: int | None = None) -> np.ndarray:
+    """A segment's deleted docnos (int64): distinct integers in rising order, each a docno of the
+    segment (below `documents`, when known)."""
+    deleted = storage.load_array(path, mmap=False)
+    ok = deleted.ndim == 1 and deleted.dtype.kind in "iu" and (
+        not len(deleted) or (deleted[0] >= 0 and bool(np.all(deleted[1:] > deleted[:-1]))
+                             and (documents is None or deleted[-1] < documents)))
+    if not ok:
+        raise InputError("expected the deleted documents' numbers: distinct integers in rising order,"
+                         " each below the segment's document count; the index is damaged", path)
+    return deleted.astype(np.int64)
