@@ -56,13 +56,13 @@ _EXTENDED_PICTOGRAPHIC = (
 _PICTOGRAPHIC = "".join(f"\\U{a:08X}-\\U{b:08X}" for a, b in _EXTENDED_PICTOGRAPHIC)
 
 # Word-break classes (UAX #29) as contents of `regex` sets (V1 syntax), put back to Unicode 9.0
-# (Lucene's) for the characters Lucene knows whose classes changed since: tone letters and a
-# few marks became letters, prepended concatenation marks became digits (they were format
-# characters), New Tai Lue digit one left the South-East Asian class, and two vertical
+# (Lucene's) for the 40 characters Lucene knows whose classes changed since: tone letters and a
+# few marks became letters; prepended concatenation marks became digits or letters (they were
+# format characters); New Tai Lue digit one left the South-East Asian class; and two vertical
 # presentation forms stopped joining digits.
 _PREPENDED_MARKS = r"\u0600-\u0605\u06DD\u070F\u08E2\U000110BD\U000110CD"
 _ATTACHED = rf"\p{{WB=Format}}\p{{WB=Extend}}\p{{WB=ZWJ}}{_PREPENDED_MARKS}"  # WB4: absorbed
-_LETTER = r"[\p{WB=ALetter}--[\u00B8\u02E5-\u02EB\u055A\u058A\uA708-\uA716]]"
+_LETTER = rf"[\p{{WB=ALetter}}--[\u00B8\u02E5-\u02EB\u055A\u058A\uA708-\uA716{_PREPENDED_MARKS}]]"
 _HEBREW = r"\p{WB=Hebrew_Letter}"
 _NUMERIC = (rf"[\p{{WB=Numeric}}--[{_PREPENDED_MARKS}\u19DA]]"
             r"[\p{Block=Halfwidth_And_Fullwidth_Forms}&&\p{Nd}]")
