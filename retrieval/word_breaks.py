@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import regex
 
@@ -157,10 +158,8 @@ ASCII_WORD = re.compile(
     re.ASCII,
 )
 
-Match = Callable[[str, int, int], int]  # (text, start, limit) -> end of the token at start, or start
-
-
 def _simple_match(text: str, start: int, limit: int) -> int:
+    """The end of the simple word rule's match at `start` (`start` if none)."""
     match = _SIMPLE_WORD.match(text, start, limit)
     return start if match is None else match.end()
 
@@ -175,9 +174,15 @@ def _full_match(text: str, start: int, limit: int) -> int:
     return stop
 
 
-_ROUTES: dict[Match, regex.Pattern] = {
-    _simple_match: _compile(f"[{_CONNECTOR}{_LETTER}{_NUMERIC}]"), _full_match: _TOKEN_START,
-}
+class _Route(NamedTuple):
+    """The characters a token may start with, and the end of the longest token at a position."""
+
+    starts: regex.Pattern
+    match: Callable[[str, int, int], int]  # (text, start, limit) -> end, or start if no token
+
+
+_SIMPLE = _Route(_compile(f"[{_CONNECTOR}{_LETTER}{_NUMERIC}]"), _simple_match)
+_FULL = _Route(_TOKEN_START, _full_match)
 
 
 def _window_end(text: str, start: int, end: int) -> int:
@@ -201,10 +206,10 @@ def _too_long(text: str, start: int, stop: int) -> bool:
     return (stop - start) + sum(c > "\uffff" for c in text[start:stop]) > MAX_TOKEN_UNITS
 
 
-def _spans_between(text: str, pos: int, end: int, match: Match) -> Iterator[tuple[int, int]]:
+def _spans_between(text: str, pos: int, end: int, route: _Route) -> Iterator[tuple[int, int]]:
     """Token spans in text[pos:end] as the scanner finds them, at each position that can start a
     token the longest match within its buffer (Lucene's scanner too is as slow as this allows)."""
-    starts = _ROUTES[match]
+    starts, match = route
     while (found := starts.search(text, pos, end)) is not None:
         start = found.start()
         stop = match(text, start, min(end, start + MAX_TOKEN_UNITS))  # the buffer ends by then
@@ -222,14 +227,14 @@ def _simple_spans(text: str, pos: int, end: int) -> Iterator[tuple[int, int]]:
     for found in _SIMPLE_WORD.finditer(text, pos, end):
         start, stop = found.span()
         if stop - start > MAX_TOKEN_UNITS // 2:
-            yield from _spans_between(text, start, end, _simple_match)
+            yield from _spans_between(text, start, end, _SIMPLE)
             return
         yield start, stop
 
 
 def full_grammar_spans(text: str) -> Iterator[tuple[int, int]]:
     """Token spans by every rule of the grammar, no faster route (what the routes are tested against)."""
-    return _spans_between(text, 0, len(text), _full_match)
+    return _spans_between(text, 0, len(text), _FULL)
 
 
 def word_spans(text: str) -> Iterator[tuple[int, int]]:
@@ -242,7 +247,7 @@ def word_spans(text: str) -> Iterator[tuple[int, int]]:
     pos = 0
     for chunk in _FULL_GRAMMAR_CHUNK.finditer(text):
         yield from _simple_spans(text, pos, chunk.start())
-        yield from _spans_between(text, chunk.start(), chunk.end(), _full_match)
+        yield from _spans_between(text, chunk.start(), chunk.end(), _FULL)
         pos = chunk.end()
     yield from _simple_spans(text, pos, len(text))
 
@@ -250,11 +255,11 @@ def word_spans(text: str) -> Iterator[tuple[int, int]]:
 def words(text: str) -> list[str]:
     """The tokens StandardTokenizer makes of `text`."""
     if text.isascii():
-        tokens = ASCII_WORD.findall(text)
+        tokens, longest = ASCII_WORD.findall(text), MAX_TOKEN_UNITS  # one unit a character
     elif _NEEDS_FULL_GRAMMAR_CHAR.search(text) is None:
-        tokens = _SIMPLE_WORD.findall(text)
+        tokens, longest = _SIMPLE_WORD.findall(text), MAX_TOKEN_UNITS // 2  # at most two units
     else:
         return [text[start:stop] for start, stop in word_spans(text)]
-    if tokens and max(map(len, tokens)) > MAX_TOKEN_UNITS // 2:
+    if tokens and max(map(len, tokens)) > longest:
         return [text[start:stop] for start, stop in word_spans(text)]
     return tokens
