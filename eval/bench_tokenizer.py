@@ -73,28 +73,44 @@ _OLD_ALNUM = re.compile(r"[^\W_]")
 
 
 def old_tokenize(text: str) -> list[str]:
-    """Tokens as `retrieval.analysis` made them before issue 54 (255-character pieces, as analysed)."""
-    return [token[i:i + 255] for token in _OLD_TOKEN.findall(text) if _OLD_ALNUM.search(token)
+    """`retrieval.analysis.tokenize` before issue 54."""
+    return _OLD_TOKEN.findall(text)
+
+
+def old_indexed_tokens(text: str) -> list[str]:
+    """The tokens the analyzer before issue 54 analysed: none of underscores alone, 255-character pieces."""
+    return [token[i:i + 255] for token in old_tokenize(text) if _OLD_ALNUM.search(token)
             for i in range(0, len(token), 255)]
 
 
 class OldAnalyzer(Analyzer):
-    """`retrieval.analysis.Analyzer` before issue 54: the regex tokenizer and Python's str.lower."""
+    """`retrieval.analysis.Analyzer` before issue 54, its two methods verbatim but for the names."""
 
     def _analyze_token(self, token: str) -> list[str]:
-        if len(token) >= 2 and token[-1] in "sS" and token[-2] in "'\u2019\uff07":
-            token = token[:-2]
-        token = token.lower()
-        if not token or token in self.stopwords:
+        if not _OLD_ALNUM.search(token):
             return []
-        return [self._porter.stem(token, to_lowercase=False)]
+        pieces = [token[i:i + 255] for i in range(0, len(token), 255)]
+        terms = []
+        for piece in pieces:
+            if len(piece) >= 2 and piece[-1] in "sS" and piece[-2] in "'\u2019\uff07":
+                piece = piece[:-2]  # EnglishPossessiveFilter
+            piece = piece.lower()
+            if not piece or piece in self.stopwords:
+                continue
+            if self.stemmer == "porter":
+                piece = self._porter.stem(piece, to_lowercase=False)
+            terms.append(piece)
+        return terms
 
     def __call__(self, text: str) -> list[str]:
+        cache = self._cache
         out: list[str] = []
-        for token in old_tokenize(text):
-            terms = self._cache.get(token)
+        for token in _OLD_TOKEN.findall(text):
+            terms = cache.get(token)
             if terms is None:
-                terms = self._cache[token] = self._analyze_token(token)
+                terms = self._analyze_token(token)
+                with self._lock:
+                    cache[token] = terms
             out.extend(terms)
         return out
 
@@ -116,7 +132,7 @@ def check_texts(texts: list[str], lucene_analyzer: object) -> dict[str, object]:
         counts["tokens"] += len(lucene_tokens)
         counts["ours tokens"] += tokenize(text) != lucene_tokens
         counts["ours terms"] += ours(text) != lucene_terms
-        old_tokens = old_tokenize(text)
+        old_tokens = old_indexed_tokens(text)
         counts["old tokens"] += old_tokens != lucene_tokens
         counts["old terms"] += old(text) != lucene_terms
         for token in set(old_tokens) ^ set(lucene_tokens):

@@ -17,10 +17,12 @@ Extended_Pictographic is the emoji-data 11.0 table Lucene's grammar includes. Ch
 assigned since Unicode 9.0 (new scripts, CJK extensions) make tokens here where Lucene skips
 them. tests/test_analysis_lucene.py checks all this against Lucene through the JVM.
 
-Three routes, fastest first, give the same tokens: pure-ASCII text takes one `re` pattern;
-whitespace-separated chunks with none of the characters that need the full grammar (marks,
-format characters, Hebrew, katakana, Han, hiragana, South-East Asian scripts, emoji) take
-one `regex` pattern of the word rule without them; the rest takes every rule.
+Four routes, fastest first, give the same tokens: pure-ASCII text takes one `re` pattern;
+text whose other characters Python's Unicode classes put where the grammar does takes its
+Unicode form; other text without the characters that need the full grammar (marks, format
+characters, Hebrew, katakana, Han, hiragana, South-East Asian scripts, emoji) takes the ASCII
+pattern over an ASCII stand-in of each character's class; space-separated stretches with such
+characters take every rule.
 """
 
 from __future__ import annotations
@@ -146,10 +148,6 @@ _SIMPLE_WORD = _compile(
     rf"(?:[{_LETTER}{_NUMERIC}{_CONNECTOR}]|(?<=[{_LETTER}])[{_MID_LETTER}](?=[{_LETTER}])"
     rf"|(?<=[{_NUMERIC}])[{_MID_NUMBER}](?=[{_NUMERIC}]))*+"
 )
-# Whitespace (never part of a token) separates chunks; U+202F is a connector, not a break.
-_IN_CHUNK = rf"[^[\s--[{_CONNECTOR}]]]"
-_FULL_GRAMMAR_CHUNK = _compile(rf"(?<!{_IN_CHUNK}){_IN_CHUNK}*?[{_NEEDS_FULL_GRAMMAR}]{_IN_CHUNK}*+")
-_NEEDS_FULL_GRAMMAR_CHAR = _compile(f"[{_NEEDS_FULL_GRAMMAR}]")
 
 # The simple word rule restricted to ASCII: a, Z, 0 and _ run together; "." and "'" join two
 # letters or two digits, ":" two letters, "," and ";" two digits.
@@ -157,6 +155,74 @@ ASCII_WORD = re.compile(
     r"_*[A-Za-z0-9]\w*(?:(?:(?<=[A-Za-z])[.':](?=[A-Za-z])|(?<=[0-9])[.,;'](?=[0-9]))\w+)*",
     re.ASCII,
 )
+
+# So text beyond ASCII takes ASCII_WORD too, translated character for character to an ASCII
+# stand-in of each character's class (the simple rule sees classes only): NUL for a character
+# that needs the full grammar, a space for one in no class (never in a token).
+_STAND_INS = (
+    (_compile(f"[{_NEEDS_FULL_GRAMMAR}]"), "\x00"),
+    (_compile(f"[{_LETTER}]"), "a"),
+    (_compile(f"[{_NUMERIC}]"), "0"),
+    (_compile(f"[{_CONNECTOR}]"), "_"),
+    (_compile(f"[[{_MID_LETTER}]&&[{_MID_NUMBER}]]"), "."),
+    (_compile(f"[{_MID_LETTER}]"), ":"),
+    (_compile(f"[{_MID_NUMBER}]"), ","),
+)
+_NEEDS_FULL = "\x00"
+# A whitespace-free stretch of the translated text holding a character that needs the full grammar.
+_FULL_GRAMMAR_CHUNK = re.compile(r"(?<![^ ])[^ \x00]*\x00[^ ]*")
+
+
+def _stand_in(char: str) -> str:
+    """The ASCII stand-in of a character's class (a space if it is in none)."""
+    return next((stand_in for pattern, stand_in in _STAND_INS if pattern.match(char)), " ")
+
+
+class _StandIns(dict):
+    """The str.translate table to ASCII stand-ins, filled as characters are met (ASCII is itself)."""
+
+    def __missing__(self, code: int) -> str:
+        stand_in = chr(code) if code < 128 else _stand_in(chr(code))
+        if len(self) >= 100_000:  # a bound on memory for text of every character
+            self.clear()
+        self[code] = stand_in
+        return stand_in
+
+
+_TABLE = _StandIns()
+
+# Fastest beyond ASCII: Python's own Unicode classes, for text whose every character beyond ASCII
+# is one those classes put where the grammar does (Latin, Greek, Cyrillic letters and digits,
+# dashes, degree signs...; not ², ½ or ‘, which \w and the grammar see differently).
+UNICODE_WORD = re.compile(
+    r"_*[^\W_]\w*(?:(?:(?<=[^\W\d_])[.':\u00b7\u2019](?=[^\W\d_])|(?<=\d)[.,;'\u2019](?=\d))\w+)*"
+)
+
+
+def _re_stand_in(char: str) -> str:
+    """The ASCII stand-in of the class UNICODE_WORD sees a character beyond ASCII in."""
+    if re.match(r"[^\W\d_]", char):
+        return "a"
+    if re.match(r"\d", char):
+        return "0"
+    if re.match(r"\w", char):
+        return "w"  # a word character that is neither: no stand-in has it
+    return {"\u2019": ".", "\u00b7": ":"}.get(char, " ")
+
+
+class _SameInRe(dict):
+    """Whether UNICODE_WORD treats a character beyond ASCII as the grammar does, as they are met."""
+
+    def __missing__(self, char: str) -> bool:
+        same = _re_stand_in(char) == _stand_in(char)
+        if len(self) >= 100_000:  # a bound on memory for text of every character
+            self.clear()
+        self[char] = same
+        return same
+
+
+_SAME_IN_RE = _SameInRe()
+
 
 def _simple_match(text: str, start: int, limit: int) -> int:
     """The end of the simple word rule's match at `start` (`start` if none)."""
@@ -222,9 +288,10 @@ def _spans_between(text: str, pos: int, end: int, route: _Route) -> Iterator[tup
             pos = start + 1  # no rule matches here: the scanner skips the character
 
 
-def _simple_spans(text: str, pos: int, end: int) -> Iterator[tuple[int, int]]:
-    """As `_spans_between` with the simple word rule, faster while no match nears 255 units."""
-    for found in _SIMPLE_WORD.finditer(text, pos, end):
+def _simple_spans(text: str, view: str, pos: int, end: int) -> Iterator[tuple[int, int]]:
+    """As `_spans_between` with the simple word rule (on `view`, the translated text), faster while
+    no match nears 255 units."""
+    for found in ASCII_WORD.finditer(view, pos, end):
         start, stop = found.span()
         if stop - start > MAX_TOKEN_UNITS // 2:
             yield from _spans_between(text, start, end, _SIMPLE)
@@ -244,22 +311,27 @@ def word_spans(text: str) -> Iterator[tuple[int, int]]:
         if not any(stop - start > MAX_TOKEN_UNITS for start, stop in spans):
             yield from spans
             return
+    view = text.translate(_TABLE)
     pos = 0
-    for chunk in _FULL_GRAMMAR_CHUNK.finditer(text):
-        yield from _simple_spans(text, pos, chunk.start())
+    for chunk in _FULL_GRAMMAR_CHUNK.finditer(view):
+        yield from _simple_spans(text, view, pos, chunk.start())
         yield from _spans_between(text, chunk.start(), chunk.end(), _FULL)
         pos = chunk.end()
-    yield from _simple_spans(text, pos, len(text))
+    yield from _simple_spans(text, view, pos, len(text))
 
 
 def words(text: str) -> list[str]:
     """The tokens StandardTokenizer makes of `text`."""
     if text.isascii():
         tokens, longest = ASCII_WORD.findall(text), MAX_TOKEN_UNITS  # one unit a character
-    elif _NEEDS_FULL_GRAMMAR_CHAR.search(text) is None:
-        tokens, longest = _SIMPLE_WORD.findall(text), MAX_TOKEN_UNITS // 2  # at most two units
+    elif all(_SAME_IN_RE[c] for c in set(text) if c > "\x7f"):
+        tokens, longest = UNICODE_WORD.findall(text), MAX_TOKEN_UNITS // 2  # at most two units a character
     else:
-        return [text[start:stop] for start, stop in word_spans(text)]
+        view = text.translate(_TABLE)
+        if _NEEDS_FULL in view:
+            return [text[start:stop] for start, stop in word_spans(text)]
+        tokens = [text[m.start():m.end()] for m in ASCII_WORD.finditer(view)]
+        longest = MAX_TOKEN_UNITS // 2  # at most two units a character
     if tokens and max(map(len, tokens)) > longest:
         return [text[start:stop] for start, stop in word_spans(text)]
     return tokens

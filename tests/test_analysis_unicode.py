@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from retrieval.analysis import Analyzer, java_lower, token_spans, tokenize
 from retrieval.cli import main
 from retrieval.service.engine import highlight
-from retrieval.word_breaks import ASCII_WORD, full_grammar_spans, word_spans, words
+from retrieval.word_breaks import _SAME_IN_RE, ASCII_WORD, full_grammar_spans, word_spans, words
 
 LUCENE = json.loads((Path(__file__).parent / "lucene_analysis.json").read_text())["cases"]
 
@@ -68,17 +68,28 @@ _ALPHABET = sorted(set(
 ))
 TEXT = st.text(alphabet=_ALPHABET, max_size=40)
 ASCII = st.text(alphabet=[chr(c) for c in range(128)], max_size=60)
-SIMPLE = st.text(alphabet=list("aZé9Ωяب_.,;:'’·-@/ \u00a0\n²½ӧ"), max_size=60)
+SIMPLE = st.text(alphabet=list("aZé9Ωяب_.,;:'’·-@/ \u00a0\n²½ӧ‘‿"), max_size=60)
+LATIN = st.text(alphabet=list("aZé9Ωяبµ٣_.,;:'’·–°@/ \u00a0\n"), max_size=60)  # the Unicode route's
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(TEXT, ASCII, SIMPLE))
+@given(st.one_of(TEXT, ASCII, SIMPLE, LATIN))
 def test_faster_routes_equal_the_full_grammar(text):
-    """ASCII, chunks of letters/digits/punctuation only, and whitespace-separated chunks all give
-    what every rule of the grammar gives on the whole text."""
+    """ASCII, Python's Unicode classes, ASCII stand-ins of classes and space-separated stretches
+    all give what every rule of the grammar gives on the whole text."""
     spans = list(full_grammar_spans(text))
     assert list(word_spans(text)) == spans
     assert words(text) == [text[a:b] for a, b in spans]
+
+
+def test_characters_the_unicode_route_takes_act_as_in_the_grammar():
+    """Every character of the Basic Multilingual Plane that UNICODE_WORD is trusted with."""
+    trusted = [chr(c) for c in range(0x80, 0x10000)
+               if not 0xD800 <= c <= 0xDFFF and _SAME_IN_RE[chr(c)]]
+    assert len(trusted) > 20000 and "é" in trusted and "²" not in trusted and "\u2018" not in trusted
+    for c in trusted:
+        text = f"a{c}a 1{c}1 {c} {c}{c} _{c}_ a.{c} {c}.a 1.{c} {c}'b"
+        assert words(text) == [text[a:b] for a, b in full_grammar_spans(text)], hex(ord(c))
 
 
 @settings(max_examples=300, deadline=None)
