@@ -222,6 +222,7 @@ class _SameInRe(dict):
 
 
 _SAME_IN_RE = _SameInRe()
+_BEYOND_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
 def _simple_match(text: str, start: int, limit: int) -> int:
@@ -324,7 +325,7 @@ def words(text: str) -> list[str]:
     """The tokens StandardTokenizer makes of `text`."""
     if text.isascii():
         tokens, longest = ASCII_WORD.findall(text), MAX_TOKEN_UNITS  # one unit a character
-    elif all(_SAME_IN_RE[c] for c in set(text) if c > "\x7f"):
+    elif all(_SAME_IN_RE[c] for c in set(_BEYOND_ASCII.findall(text))):
         tokens, longest = UNICODE_WORD.findall(text), MAX_TOKEN_UNITS // 2  # at most two units a character
     else:
         view = text.translate(_TABLE)
