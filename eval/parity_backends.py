@@ -294,6 +294,47 @@ def stats_table(stats: dict[str, dict[str, dict[str, int]]]) -> str:
     return "\n".join(lines)
 
 
+def _scifact_explanation(c: Comparison, found: dict[str, Any], stats: dict[str, Any],
+                         case: dict[str, Any] | None) -> list[str]:
+    """Why SciFact's BM25 rankings differ: analysis (if any document's terms differ) or float32."""
+    nat, luc = stats["scifact"]["native"], stats["scifact"]["lucene"]
+    differing = found["scifact"][1]
+    out = []
+    if differing:
+        rel = abs(luc["total_terms"] - nat["total_terms"]) / nat["total_terms"]
+        out.append(
+            f"On SciFact analysis differs on {len(differing)} of {found['scifact'][0]:,} "
+            "documents between our tokenizer and Lucene's StandardTokenizer (documents involving "
+            + ", ".join(f"{kind}: {n}" for kind, n in difference_kinds(differing).items())
+            + "; see the examples above), which changes the total term count ("
+            f"{nat['total_terms']:,} vs "
+            f"{luc['total_terms']:,}) and so the average document length by {rel:.1e} relative, which "
+            "shifts every document's BM25 length normalisation a little; a document whose own terms "
+            f"differ can move much more (largest per-hit gap {c.max_score_gap:.2f}).")
+        out.append(f"As a result {c.queries - c.identical} of {c.queries} SciFact top-1000 rankings differ "
+                   f"({c.queries - c.identical_float32} with native scores as float32; "
+                   f"{c.remaining_tokenization} of those have a document with different analysed terms at "
+                   "the first differing rank, the rest are near-ties flipped by the score shift).")
+    else:
+        out.append(
+            f"On SciFact too the analysed documents are identical term for term (0 of "
+            f"{found['scifact'][0]:,} documents differ), so both indexes have the same statistics "
+            f"({nat['total_terms']:,} terms), and {c.queries - c.identical} of {c.queries} top-1000 "
+            f"rankings differ ({c.queries - c.identical_float32} with native scores as float32), at "
+            f"near-ties (largest per-hit score gap {c.max_score_gap:.1e}).")
+    if case:
+        (a, b), f = case["docs"], "{:.7f} vs {:.7f}".format
+        why = ("the average length alone flips the pair, and float32 accounts for the rest"
+               if case["native_lucene_avgdl"] != case["native"] else
+               "with the same average length, float32 arithmetic alone orders the pair the other way")
+        out.append(
+            f"For example, in query {case['query']} native BM25 gives documents {a} and {b} "
+            f"{f(*case['native'])}, Lucene's unrounded scores are {f(*case['lucene'])}, and the native "
+            f"formula with Lucene's average document length gives {f(*case['native_lucene_avgdl'])}: "
+            f"{why}.")
+    return out
+
+
 def explanation(comparisons: list[Comparison], found: dict[str, tuple[int, list]],
                 stats: dict[str, dict[str, dict[str, int]]], case: dict[str, Any] | None) -> str:
     """Sentences built from the measurements above (they follow the numbers when regenerated)."""
@@ -329,29 +370,7 @@ def explanation(comparisons: list[Comparison], found: dict[str, tuple[int, list]
                 + ", ".join(f"{g:.1e} apart ({s} query {q})" for s, q, g in gaps)
                 + ", a near-tie that Lucene's float32 arithmetic orders the other way." if gaps else "."))
     for c in (c for c in comparisons if c.collection == "scifact"):
-        nat, luc = stats["scifact"]["native"], stats["scifact"]["lucene"]
-        rel = abs(luc["total_terms"] - nat["total_terms"]) / nat["total_terms"]
-        out.append(
-            f"On SciFact analysis differs on {len(found['scifact'][1])} of {found['scifact'][0]:,} "
-            "documents between our regex tokenizer and Lucene's StandardTokenizer (documents involving "
-            + ", ".join(f"{kind}: {n}" for kind, n in difference_kinds(found["scifact"][1]).items())
-            + "; see the examples above), which changes the total term count ("
-            f"{nat['total_terms']:,} vs "
-            f"{luc['total_terms']:,}) and so the average document length by {rel:.1e} relative, which "
-            "shifts every document's BM25 length normalisation a little; a document whose own terms "
-            f"differ can move much more (largest per-hit gap {c.max_score_gap:.2f}).")
-        text = (f"As a result {c.queries - c.identical} of {c.queries} SciFact top-1000 rankings differ "
-                f"({c.queries - c.identical_float32} with native scores as float32; "
-                f"{c.remaining_tokenization} of those have a document with different analysed terms at "
-                "the first differing rank, the rest are near-ties flipped by the score shift")
-        out.append(text + ").")
-        if case:
-            (a, b), f = case["docs"], "{:.7f} vs {:.7f}".format
-            out.append(
-                f"For example, in query {case['query']} native BM25 gives documents {a} and {b} "
-                f"{f(*case['native'])}, Lucene's unrounded scores are {f(*case['lucene'])}, and the native "
-                f"formula with Lucene's average document length gives {f(*case['native_lucene_avgdl'])}: the "
-                "average length alone flips the pair, and float32 accounts for the rest.")
+        out += _scifact_explanation(c, found, stats, case)
         out.append(f"Still, the top-10 lists overlap {c.top10_overlap:.1%}, nDCG@10 differs by more "
                    f"than 1e-4 on {len(c.differing)} of {c.judged} queries and the aggregate figures agree "
                    "to the fourth decimal.")

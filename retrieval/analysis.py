@@ -1,8 +1,8 @@
 """Text analysis compatible with Lucene's EnglishAnalyzer as Anserini uses it.
 
-StandardTokenizer (Unicode word boundaries, approximated by one regex) ->
-EnglishPossessiveFilter -> LowerCaseFilter -> StopFilter (Lucene's English
-stop set) -> PorterStemFilter. Stemming uses NLTK's Porter in
+StandardTokenizer (Unicode word boundaries, UAX #29, in `retrieval.word_breaks`) ->
+EnglishPossessiveFilter -> LowerCaseFilter (Java's per-character lower case) ->
+StopFilter (Lucene's English stop set) -> PorterStemFilter. Stemming uses NLTK's Porter in
 MARTIN_EXTENSIONS mode, which follows Porter's reference code as Lucene does
 (e.g. technology -> technolog); it is slow per call, so each distinct token
 is analysed once and cached.
@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import re
 import signal
 import threading
 from collections import deque
@@ -21,34 +20,39 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any, TypeVar
 
+from retrieval.word_breaks import word_spans, words
+
 # org.apache.lucene.analysis.en.EnglishAnalyzer.ENGLISH_STOP_WORDS_SET
 LUCENE_ENGLISH_STOPWORDS = frozenset((
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
     "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
     "they", "this", "to", "was", "will", "with",
 ))
-
-# Unicode word-boundary rules (UAX #29) as StandardTokenizer applies them to
-# Latin text: letters, digits and underscores run together; "." and
-# apostrophes join letter-letter and digit-digit; ":" joins letters; "," and
-# ";" join digits. So "e.g." -> "e.g", "3.14" -> "3.14", "x-ray" -> x, ray.
-_LETTER = r"[^\W\d_]"
-_TOKEN = re.compile(
-    rf"\w+(?:(?:(?<={_LETTER})[.'\u2019:\u00b7](?={_LETTER})|(?<=\d)[.,;'\u2019](?=\d))\w+)*"
-)
-_HAS_ALNUM = re.compile(r"[^\W_]")
-MAX_TOKEN_LENGTH = 255  # StandardTokenizer splits longer tokens
+_SINGLE_LOWER = {"\u0130": "i"}  # the one character whose full lower case is two characters
 
 
 def tokenize(text: str) -> list[str]:
-    """Split text into word tokens the way Lucene's StandardTokenizer does for Latin text."""
-    return _TOKEN.findall(text)
+    """Split text into word tokens as Lucene's StandardTokenizer does (UAX #29 word boundaries)."""
+    return words(text)
 
 
 def token_spans(text: str) -> Iterator[tuple[int, int, str]]:
     """(start, end, token) of each word token, as `tokenize` splits (for highlighting)."""
-    for match in _TOKEN.finditer(text):
-        yield match.start(), match.end(), match.group()
+    for start, end in word_spans(text):
+        yield start, end, text[start:end]
+
+
+def java_lower(token: str) -> str:
+    """Lower case one character at a time as Java's Character.toLowerCase (Lucene's LowerCaseFilter):
+    no context (a final capital sigma gives σ, not ς) and one character for one (İ gives i)."""
+    if token.isascii():
+        return token.lower()
+    return "".join(_lower_char(c) for c in token)
+
+
+def _lower_char(c: str) -> str:
+    lower = c.lower()
+    return lower if len(lower) == 1 else _SINGLE_LOWER.get(c, c)
 
 
 STEMMERS = (None, "porter")
@@ -83,7 +87,7 @@ class Analyzer:
     def settings(self) -> dict[str, Any]:
         """What the manifest records, so query and index analysis can be checked to agree."""
         return {"name": "lucene-english", "stopwords": "lucene-english" if self.stopwords else None,
-                "stemmer": self.stemmer, "version": 1}
+                "stemmer": self.stemmer, "version": 2}  # 2: every script (issue 54); 1 split Latin only
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> Analyzer:
@@ -91,26 +95,20 @@ class Analyzer:
         return cls(stopwords=settings.get("stopwords") is not None, stemmer=settings.get("stemmer"))
 
     def _analyze_token(self, token: str) -> list[str]:
-        if not _HAS_ALNUM.search(token):
+        if len(token) >= 2 and token[-1] in "sS" and token[-2] in "'\u2019\uff07":
+            token = token[:-2]  # EnglishPossessiveFilter
+        token = java_lower(token)
+        if not token or token in self.stopwords:
             return []
-        pieces = [token[i:i + MAX_TOKEN_LENGTH] for i in range(0, len(token), MAX_TOKEN_LENGTH)]
-        terms = []
-        for piece in pieces:
-            if len(piece) >= 2 and piece[-1] in "sS" and piece[-2] in "'\u2019\uff07":
-                piece = piece[:-2]  # EnglishPossessiveFilter
-            piece = piece.lower()
-            if not piece or piece in self.stopwords:
-                continue
-            if self.stemmer == "porter":
-                piece = self._porter.stem(piece, to_lowercase=False)
-            terms.append(piece)
-        return terms
+        if self.stemmer == "porter":
+            token = self._porter.stem(token, to_lowercase=False)
+        return [token]
 
     def __call__(self, text: str) -> list[str]:
         """The index terms of `text`, in order."""
         cache = self._cache
         out: list[str] = []
-        for token in _TOKEN.findall(text):
+        for token in words(text):
             terms = cache.get(token)
             if terms is None:
                 terms = self._analyze_token(token)
