@@ -1,11 +1,17 @@
-"""The inverted index: CSR postings by term, term statistics, document lengths.
+"""The inverted index: postings by term, term statistics, document lengths.
 
 Files (all .npy, memory-mapped on load, never pickled):
   terms_utf8.npy / terms_offsets.npy  the sorted vocabulary as one UTF-8 blob
-  indptr.npy        postings of term t are [indptr[t], indptr[t+1])
-  docnos.npy        doc numbers (int32, ascending within a term)
-  tfs.npy           term frequencies (int32)
+  indptr.npy        postings of term t are [indptr[t], indptr[t+1]) (so df = diff)
+  block_*.npy       the postings packed in blocks of 128: docno gaps and term
+                    frequencies bit-packed (index/blocks.py)
   doc_lengths.npy   terms per document (int32, after analysis)
+
+Indexes built before the packed layout hold the postings as plain arrays
+instead (docnos.npy, int32, ascending within a term; tfs.npy, int32); both
+open. `docnos` and `tfs` give the flat arrays either way (decoded into
+memory on first use for a packed index); the compiled searcher reads the
+blocks.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.errors import InputError
+from retrieval.index.blocks import Blocks, pack_postings, unpack_postings, verify_postings
 from retrieval.storage import load_array, new_array, release_pages, save_array
 
 CHECK_POSTINGS = 1 << 22  # postings checked at a time when an index is opened (bounded memory)
@@ -151,6 +158,17 @@ class InvertedIndexBuilder:
                 "total_terms": int(lengths.sum(dtype=np.int64)), "postings": total}
 
 
+def pack_files(path: Path) -> None:
+    """Turn the flat postings arrays written into `path` (docnos.npy, tfs.npy) into packed blocks
+    (index/blocks.py), term range by term range, and remove the flat ones."""
+    indptr = np.asarray(load_array(path / "indptr.npy"))
+    docnos, tfs = load_array(path / "docnos.npy"), load_array(path / "tfs.npy")
+    pack_postings(indptr, docnos, tfs, term_ranges(indptr, CHECK_POSTINGS)).save(path)
+    del docnos, tfs
+    for name in ("docnos.npy", "tfs.npy"):
+        (path / name).unlink()
+
+
 def write_terms(out: Path, terms: list[str]) -> None:
     """Write a sorted vocabulary as one UTF-8 blob and the offset of each term in it."""
     encoded = [t.encode() for t in terms]
@@ -167,29 +185,74 @@ class InvertedIndex:
         self.path = Path(path)
         # Plain ndarray views of the memory maps: slicing np.memmap objects is slow.
         self.indptr = np.asarray(load_array(self.path / "indptr.npy"))
-        self.docnos = np.asarray(load_array(self.path / "docnos.npy"))
-        self.tfs = np.asarray(load_array(self.path / "tfs.npy"))
+        self.packed = not (self.path / "docnos.npy").is_file()  # else the flat layout of older indexes
+        if not self.packed:
+            self.docnos = np.asarray(load_array(self.path / "docnos.npy"))
+            self.tfs = np.asarray(load_array(self.path / "tfs.npy"))
         self.doc_lengths = np.asarray(load_array(self.path / "doc_lengths.npy"))
         self._terms_utf8 = load_array(self.path / "terms_utf8.npy")
         self._terms_offsets = load_array(self.path / "terms_offsets.npy")
         self._check()
 
+    @cached_property
+    def blocks(self) -> Blocks:
+        """The postings packed in blocks (stored, or packed in memory from an older index's arrays)."""
+        if self.packed:
+            raise AssertionError("set when the index is opened")
+        return pack_postings(self.indptr, self.docnos, self.tfs, term_ranges(self.indptr, CHECK_POSTINGS))
+
+    @cached_property
+    def _flat(self) -> tuple[np.ndarray, np.ndarray]:
+        return unpack_postings(self.blocks, self.path)
+
+    @cached_property
+    def docnos(self) -> np.ndarray:
+        """Doc number of every posting (int32, ascending within a term), by term."""
+        return self._flat[0]
+
+    @cached_property
+    def tfs(self) -> np.ndarray:
+        """Term frequency of every posting (int32), aligned with docnos."""
+        return self._flat[1]
+
+    def span(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """(docnos, tfs) of the postings of terms [lo, hi): slices of the flat arrays, or of a packed
+        index those terms' blocks decoded (no more in memory than they take)."""
+        a, b = int(self.indptr[lo]), int(self.indptr[hi])
+        if not self.packed or "_flat" in self.__dict__:
+            return self.docnos[a:b], self.tfs[a:b]
+        return unpack_postings(self.blocks, self.path, lo, hi)
+
+    def release(self) -> None:
+        """Drop the resident pages of the memory-mapped postings (passes over all of them stay bounded)."""
+        if self.packed:
+            release_pages(self.blocks.words)
+        else:
+            release_pages(self.docnos, self.tfs)
+
+    @property
+    def posting_count(self) -> int:
+        return int(self.indptr[-1]) if len(self.indptr) else 0
+
     def _check(self) -> None:
         """Cheap consistency checks, so crafted arrays (even with recomputed checksums) are refused."""
-        arrays = {"indptr": self.indptr, "docnos": self.docnos, "tfs": self.tfs,
-                  "doc_lengths": self.doc_lengths, "terms_utf8": self._terms_utf8,
+        arrays = {"indptr": self.indptr, "doc_lengths": self.doc_lengths, "terms_utf8": self._terms_utf8,
                   "terms_offsets": self._terms_offsets}
+        if not self.packed:
+            arrays |= {"docnos": self.docnos, "tfs": self.tfs}
         for name, a in arrays.items():
             if a.ndim != 1 or a.dtype.kind not in "iu":
                 raise InputError(f"expected a 1-d integer array, found {a.dtype} of shape {a.shape};"
                                  " rebuild the index", self.path / f"{name}.npy")
+        flat = not self.packed
         problems = [
-            ("indptr", len(self.indptr) < 1 or self.indptr[0] != 0 or self.indptr[-1] != len(self.docnos)
+            ("indptr", len(self.indptr) < 1 or self.indptr[0] != 0
+             or (flat and self.indptr[-1] != len(self.docnos))
              or bool((np.diff(self.indptr) < 0).any()), "offsets from 0, rising, to the posting count"),
-            ("tfs", len(self.tfs) != len(self.docnos) or (len(self.tfs) and self.tfs.min() < 1),
+            ("tfs", flat and (len(self.tfs) != len(self.docnos) or (len(self.tfs) and self.tfs.min() < 1)),
              "one term frequency >= 1 per posting"),
-            ("docnos", len(self.docnos) and (self.docnos.min() < 0
-                                             or self.docnos.max() >= len(self.doc_lengths)),
+            ("docnos", flat and len(self.docnos) and (self.docnos.min() < 0
+                                                      or self.docnos.max() >= len(self.doc_lengths)),
              "document numbers below the document count"),
             ("doc_lengths", len(self.doc_lengths) and self.doc_lengths.min() < 0, "lengths >= 0"),
             ("terms_offsets", len(self._terms_offsets) != len(self.indptr)
@@ -200,7 +263,11 @@ class InvertedIndex:
             if bad:
                 raise InputError(f"inconsistent index array: expected {expected}; rebuild the index",
                                  self.path / f"{name}.npy")
-        self._check_postings()
+        if flat:
+            self._check_postings()
+            return
+        self.blocks = Blocks.load(self.path, self.indptr)
+        verify_postings(self.blocks, self.doc_lengths, self.path)
 
     def _check_postings(self, chunk: int = CHECK_POSTINGS) -> None:
         """Each posting list names a document once, in rising docno order, and each document's length
@@ -265,6 +332,15 @@ class InvertedIndex:
     @cached_property
     def cf(self) -> np.ndarray:
         """Collection frequency (total occurrences) per term."""
+        if self.packed and "_flat" not in self.__dict__:
+            out = np.zeros(self.num_terms, dtype=np.int64)
+            for lo, hi in term_ranges(self.indptr, CHECK_POSTINGS):
+                tfs = self.span(lo, hi)[1]
+                has = np.flatnonzero(self.df[lo:hi] > 0)
+                if len(has):
+                    starts = (self.indptr[lo:hi] - self.indptr[lo])[has]
+                    out[lo + has] = np.add.reduceat(tfs, starts, dtype=np.int64)
+            return out
         return np.add.reduceat(self.tfs, self.indptr[:-1], dtype=np.int64) * (self.df > 0)
 
     @cached_property
@@ -282,5 +358,4 @@ class InvertedIndex:
 
     def postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray]:
         """(docnos, tfs) of one term."""
-        start, end = self.indptr[term_id], self.indptr[term_id + 1]
-        return self.docnos[start:end], self.tfs[start:end]
+        return self.span(term_id, term_id + 1)

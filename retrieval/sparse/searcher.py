@@ -22,17 +22,19 @@ from functools import cached_property
 import numpy as np
 from tqdm import tqdm
 
-from retrieval.index.codebook import Impacts, from_values
-from retrieval.index.postings import InvertedIndex
-from retrieval.sparse import kernels
+from retrieval.index.blocks import CodeBlocks, pack_codes
+from retrieval.index.codebook import Impacts, PackedImpacts, from_values
+from retrieval.index.postings import InvertedIndex, term_ranges
+from retrieval.sparse import block_kernels, kernels
 
 WeightedQuery = list[tuple[int, float]]  # (term id, weight)
-METHODS = ("auto", "maxscore", "exhaustive")
-# "auto" is the exhaustive kernel: eval/bench_topk.py (results/topk.md; CACM to 1M synthetic documents,
-# k 10-10,000) and eval/bench_scale.py (results/scale*.md; up to 8.8M documents) found it faster than
-# MaxScore in every cell measured (1.3-4.2x; before large k selected through a buffer, MaxScore was 1%
-# faster in one cell, 100k documents at k=10,000). MaxScore stays selectable (method="maxscore"), exact
-# and tested.
+METHODS = ("auto", "maxscore", "exhaustive", "blockmax")
+# "exhaustive" scores every posting of the packed blocks (block_kernels, prune off); "blockmax" is the
+# same windows skipping those whose block maxima cannot reach the k-th score (prune on); "auto" picks
+# one of these two per query (auto_prune). MaxScore (document at a time over flat arrays, decoded into
+# memory for a packed index) stays selectable, exact and tested: eval/bench_topk.py and
+# eval/bench_scale.py found the exhaustive kernel faster in every cell measured before blocks.
+PRUNE_POSTINGS = 0  # "auto" prunes a query whose postings number at least this many per hit asked for
 
 
 def flat_queries(queries: list[WeightedQuery]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -57,7 +59,8 @@ class ImpactSearcher:
 
     def __init__(self, index: InvertedIndex, impacts: Impacts | np.ndarray, nonnegative: bool | None = None):
         self.index = index
-        self.impacts = impacts if isinstance(impacts, Impacts) else from_values(index.indptr, impacts)
+        self.impacts = (impacts if isinstance(impacts, (Impacts, PackedImpacts))
+                        else from_values(index.indptr, impacts))
         if nonnegative is not None:
             self.nonnegative = nonnegative
 
@@ -125,23 +128,50 @@ class ImpactSearcher:
         return self._kernel_many(queries, min(k, max(self.index.num_docs, 1)), threads, method)
 
     def auto_method(self, k: int) -> str:
-        """What "auto" searches with for k hits (eval/bench_topk.py measures the choice)."""
-        return "exhaustive"
+        """What "auto" searches with for k hits: the block kernel, pruning chosen per query."""
+        return "auto"
+
+    @cached_property
+    def code_blocks(self) -> CodeBlocks:
+        """The impact codes in blocks beside the postings' (stored, or packed now from flat codes)."""
+        if isinstance(self.impacts, PackedImpacts):
+            return self.impacts.packed
+        indptr = self.index.indptr
+        return pack_codes(indptr, self.impacts.codes, term_ranges(indptr, 1 << 24))
+
+    def prune(self, query_ptr: np.ndarray, terms: np.ndarray, k: int, method: str) -> np.ndarray:
+        """Whether each query skips windows by block maxima: always ("blockmax"), never ("exhaustive"),
+        or ("auto") when its postings number at least PRUNE_POSTINGS per hit asked for."""
+        if method != "auto":
+            return np.full(len(query_ptr) - 1, method == "blockmax")
+        df = np.diff(self.index.indptr)[terms] if len(terms) else np.zeros(0, np.int64)
+        volume = np.add.reduceat(df, query_ptr[:-1]) if len(terms) else np.zeros(len(query_ptr) - 1)
+        volume = np.where(np.diff(query_ptr) > 0, volume, 0)
+        return volume >= PRUNE_POSTINGS * k
 
     def _kernel_many(self, queries: list[WeightedQuery], k: int, threads: int,
                      method: str) -> list[tuple[np.ndarray, np.ndarray]]:
         index = self.index
         impacts = self.impacts
-        postings = [kernels.readonly(np.asarray(a))
-                    for a in (index.indptr, index.docnos, impacts.codes, impacts.table, impacts.bases)]
-        maxima = kernels.readonly(np.asarray(self.max_impacts)) if method == "maxscore" else None
+        if method == "maxscore":
+            postings = [kernels.readonly(np.asarray(a))
+                        for a in (index.indptr, index.docnos, impacts.codes, impacts.table, impacts.bases)]
+            maxima = kernels.readonly(np.asarray(self.max_impacts))
+        else:
+            blocks, codes = index.blocks, self.code_blocks
+            postings = [kernels.readonly(np.asarray(a)) for a in (
+                index.indptr, blocks.term_blocks, blocks.words, blocks.offsets, blocks.widths, blocks.lasts,
+                codes.words, codes.offsets, codes.widths, codes.maxima, impacts.table, impacts.bases)]
 
         def kernel(query: tuple, out: tuple) -> None:
             """query: (query_ptr, terms, weights, k); out: (docs, scores, counts), filled in place."""
-            if maxima is not None:
+            if method == "maxscore":
                 kernels.maxscore_batch(*postings, maxima, *query, index.num_docs, *out)
             else:
-                kernels.exhaustive_batch(*postings, *query, kernels.WINDOW, self.large_k, *out)
+                query_ptr, terms, weights, k = query
+                prune = self.prune(query_ptr, terms, k, method)
+                block_kernels.block_batch(*postings, query_ptr, terms, weights, k, prune, kernels.WINDOW,
+                                          self.large_k, *out)
         size = max(1, min(64, -(-len(queries) // max(1, threads))))
         chunks = [queries[i:i + size] for i in range(0, len(queries), size)]
         bar = tqdm(total=len(queries), desc="searching", unit=" queries", disable=None)
