@@ -17,12 +17,12 @@ blocks.
 from __future__ import annotations
 
 from array import array
-from collections import Counter
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from retrieval.errors import InputError
 from retrieval.index.blocks import Blocks, pack_postings, unpack_postings, verify_postings
@@ -43,6 +43,42 @@ def term_ranges(indptr: np.ndarray, postings: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
+class _Vocabulary(dict):
+    """Term -> term id, a new term getting the next id when first looked up."""
+
+    def __missing__(self, term: str) -> int:
+        self[term] = n = len(self)
+        return n
+
+
+@njit(nogil=True, cache=True)
+def _count(tokens, lengths, vocabulary):
+    """(term ids, tfs, distinct terms per document) of documents whose tokens (term ids) follow each
+    other in `tokens`, `lengths` each: a document's terms in the order first seen, as Counter."""
+    mark = np.full(vocabulary, -1, np.int64)  # the last document each term was seen in
+    slot = np.empty(vocabulary, np.int64)     # where that document's posting of it is
+    terms = np.empty(len(tokens), np.int32)
+    tfs = np.empty(len(tokens), np.int32)
+    sizes = np.empty(len(lengths), np.int32)
+    n = 0
+    p = 0
+    for d in range(len(lengths)):
+        start = n
+        for i in range(p, p + lengths[d]):
+            t = tokens[i]
+            if mark[t] != d:
+                mark[t] = d
+                slot[t] = n
+                terms[n] = t
+                tfs[n] = 1
+                n += 1
+            else:
+                tfs[slot[t]] += 1
+        p += lengths[d]
+        sizes[d] = n - start
+    return terms[:n], tfs[:n], sizes
+
+
 class InvertedIndexBuilder:
     """Accumulates analysed documents, then writes the postings arrays, in bounded memory.
 
@@ -56,38 +92,36 @@ class InvertedIndexBuilder:
     """
 
     def __init__(self, spill_dir: Path | None = None, run_postings: int = 1 << 24) -> None:
-        self.vocab: dict[str, int] = {}
+        self.vocab: dict[str, int] = _Vocabulary()
         self.lengths = array("i")
         self.spill_dir = spill_dir
         self.run_postings = run_postings
         self.runs: list[Path] = []
-        self._terms, self._tfs, self._sizes = array("i"), array("i"), array("i")
+        self._tokens = array("i")  # term id of every token of the current run's documents, in order
         self._first_doc = 0  # add-order number of the current run's first document
 
     def add(self, terms: list[str]) -> None:
         """Add the next document's terms (its docno is the number added before it)."""
-        counts = Counter(terms)
-        vocab = self.vocab
-        self._terms.extend([vocab.setdefault(t, len(vocab)) for t in counts])
-        self._tfs.extend(counts.values())
-        self._sizes.append(len(counts))
+        self._tokens.extend(map(self.vocab.__getitem__, terms))  # a new term gets the next id
         self.lengths.append(len(terms))
-        if self.spill_dir is not None and len(self._terms) >= self.run_postings:
+        if self.spill_dir is not None and len(self._tokens) >= self.run_postings:
             self._spill()
 
     def _run_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The current run: (first-seen term ids, add-order doc numbers, tfs)."""
-        sizes = np.frombuffer(self._sizes, dtype=np.int32)
+        """The current run: (term ids in first-seen order within each document, add-order doc numbers,
+        tfs), counted in one compiled pass over its tokens."""
+        lengths = np.frombuffer(self.lengths, dtype=np.int32)[self._first_doc:]
+        terms, tfs, sizes = _count(np.frombuffer(self._tokens, dtype=np.int32), lengths, len(self.vocab))
         docs = np.repeat(np.arange(self._first_doc, self._first_doc + len(sizes), dtype=np.int32), sizes)
-        return (np.frombuffer(self._terms, dtype=np.int32), docs, np.frombuffer(self._tfs, dtype=np.int32))
+        return terms, docs, tfs
 
     def _spill(self) -> None:
         path = Path(self.spill_dir) / f"run{len(self.runs):05d}.npy"
         path.parent.mkdir(parents=True, exist_ok=True)
         save_array(path, np.stack(self._run_arrays()))
         self.runs.append(path)
-        self._first_doc += len(self._sizes)
-        self._terms, self._tfs, self._sizes = array("i"), array("i"), array("i")
+        self._first_doc = len(self.lengths)
+        self._tokens = array("i")
 
     def _all_runs(self):
         """Every run in add order: the spilled ones (loaded one at a time), then the one in memory."""
