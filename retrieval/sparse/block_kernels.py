@@ -146,26 +146,37 @@ def _add(window_scores, window_seen, window_slots, listed, start, stop, weights,
         run = base[i]
         row_docs = docs[i]
         row_codes = codes[i]
+        last = start - 1  # the last docno added
         while True:
-            if p == c:
-                if blk[i] + 1 >= endb[i]:
-                    break
-                _load(i, blk[i] + 1, first, dfs, words, offsets, widths, lasts, cwords, coffsets, cwidths, docs,
-                      codes, blk, pos, cnt)
-                p, c = 0, cnt[i]
-            d = row_docs[p]
-            if d >= stop:
-                break
-            slot = d - start
             if listed:
-                window_slots[hits] = slot
-                hits += 1 - window_seen[slot]
-                window_seen[slot] = 1
-            total = window_scores[slot] + w * table[run + row_codes[p]]
-            window_scores[slot] = total
-            top = max(top, total)
-            span = max(span, slot + 1)
-            p += 1
+                while p < c:  # the decoded block, up to the window's end
+                    d = row_docs[p]
+                    if d >= stop:
+                        break
+                    last = d
+                    slot = d - start
+                    window_slots[hits] = slot
+                    hits += 1 - window_seen[slot]
+                    window_seen[slot] = 1
+                    window_scores[slot] += w * table[run + row_codes[p]]
+                    p += 1
+            else:  # unsigned positions spare numba's negative-index checks (as kernels._add_postings)
+                q, qc, one, urun = np.uint64(p), np.uint64(c), np.uint64(1), np.uint64(run)
+                while q < qc and row_docs[q] < stop:
+                    slot_u = np.uint64(row_docs[q] - start)
+                    total = window_scores[slot_u] + w * table[urun + np.uint64(row_codes[q])]
+                    window_scores[slot_u] = total
+                    top = max(top, total)
+                    q += one
+                p = np.int64(q)
+                if p > 0:
+                    last = max(last, row_docs[p - 1])
+            if p < c or blk[i] + 1 >= endb[i]:
+                break
+            _load(i, blk[i] + 1, first, dfs, words, offsets, widths, lasts, cwords, coffsets, cwidths, docs,
+                  codes, blk, pos, cnt)
+            p, c = 0, cnt[i]
+        span = max(span, last - start + 1)
         pos[i] = p
     return span, top, hits
 
