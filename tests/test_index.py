@@ -22,7 +22,7 @@ def test_build_and_open(tiny_docs, tmp_path):
     docs, tfs = inverted.postings(cat)
     assert docs.tolist() == [0, 1] and tfs.tolist() == [3, 1]  # Cats, cat, Cats / cats
     assert not inverted.blocks.words.flags.owndata  # memory-mapped, not loaded
-    assert "_flat" not in inverted.__dict__  # one term's blocks decoded, not every posting
+    assert "docnos" not in inverted.__dict__  # one term's blocks decoded, not every posting
     assert inverted.docnos.tolist() == [d for t in range(inverted.num_terms) for d in inverted.postings(t)[0]]
     assert index.has("inverted") and not index.has("dense")
     with pytest.raises(InputError, match="has no 'dense' part"):
@@ -293,5 +293,5 @@ def test_an_index_with_flat_postings_still_opens_with_the_same_results(tiny_docs
     assert BM25(old)(queries) == expected
     searcher = BM25(old).searcher
     runs = [[(d.tolist(), s.tolist()) for d, s in searcher.search_many([[(0, 1.0), (3, 0.5)]], 3, method=m)]
-            for m in ("blockmax", "exhaustive", "maxscore")]
-    assert runs[0] == runs[1] == runs[2]
+            for m in ("blockmax", "blocks", "exhaustive", "maxscore")]
+    assert runs[0] == runs[1] == runs[2] == runs[3]

@@ -5,19 +5,17 @@ block stores, in one run of little-endian uint32 words:
 
   docno gaps   docno - previous docno - 1 (the previous one is the last docno
                of the term's block before, or -1 for its first block), in the
-               narrowest of 0, 8, 16 or 32 bits that holds the block's largest;
-  frequencies  tf - 1, bit-packed in the block's own width (0 to 32 bits).
+               block's own width of bits (0 to 32: the fewest that hold its
+               largest gap);
+  frequencies  tf - 1, in the block's own width.
 
-Docno gaps and impact codes, which every query decodes, take byte-aligned
-widths: they decode with a plain load per value (a loop the compiler
-vectorises), where arbitrary widths cost a shift and mask each (measured:
-2-3 ns a value against well under 1 on this machine); frequencies, read only
-by other models and feedback, are packed tight. Any width from 0 to 32 decodes
-in every stream.
+Widths of 8, 16 and 32 bits decode with a plain load per value (a loop the
+compiler vectorises); others with a shift and mask each, from the 64 bits of
+a value's word and the next, so every stream ends with a spare word.
 
 Beside the words, per block: `lasts` (int32, its last docno: a cursor skips a
 block without decoding it), `offsets` (int64, blocks + 1: where its words
-start) and `widths` (uint8, (blocks, 2): the two bit widths). A term's blocks
+start; not stored, as they follow from the widths and block sizes) and `widths` (uint8, (blocks, 2): the two bit widths). A term's blocks
 are [term_blocks[t], term_blocks[t + 1]), term_blocks being the running sum
 of ceil(df / BLOCK) over the vocabulary.
 
@@ -43,8 +41,8 @@ from retrieval.errors import InputError
 from retrieval.storage import load_array, save_array
 
 BLOCK = 128
-POSTING_FILES = ("block_words.npy", "block_lasts.npy", "block_offsets.npy", "block_widths.npy")
-CODE_FILES = ("code_words.npy", "code_offsets.npy", "code_widths.npy", "code_maxima.npy")
+POSTING_FILES = ("block_words.npy", "block_lasts.npy", "block_widths.npy")  # offsets follow from widths
+CODE_FILES = ("code_words.npy", "code_widths.npy", "code_maxima.npy")
 
 
 def blocks_of(indptr: np.ndarray) -> np.ndarray:
@@ -67,34 +65,28 @@ class Blocks:
     widths: np.ndarray       # uint8, (blocks, 2)
 
     def save(self, path: Path) -> None:
-        for name, array in zip(POSTING_FILES, (self.words, self.lasts, self.offsets, self.widths)):
+        for name, array in zip(POSTING_FILES, (self.words, self.lasts, self.widths)):
             save_array(path / name, array)
 
     @classmethod
     def load(cls, path: Path, indptr: np.ndarray) -> Blocks:
-        arrays = [np.asarray(load_array(path / name)) for name in POSTING_FILES]
-        blocks = cls(indptr, blocks_of(indptr), *arrays)
-        blocks.check_shapes(path)
-        return blocks
-
-    def check_shapes(self, path: Path) -> None:
-        """InputError unless the arrays fit together (the decoder reads them unchecked)."""
-        n = int(self.term_blocks[-1])
-        ok = (self.words.dtype == np.uint32 and self.lasts.dtype == np.int32 and self.offsets.dtype == np.int64
-              and self.widths.dtype == np.uint8 and self.words.ndim == 1 and self.lasts.shape == (n,)
-              and self.offsets.shape == (n + 1,) and self.widths.shape == (n, 2)
-              and len(self.words) == int(self.offsets[-1]) + 1
-              and (n == 0 or (int(self.offsets[0]) == 0
-                              and bool((np.diff(self.offsets) >= 0).all())
-                              and int(self.widths.max()) <= 32)))
+        """The stored blocks; InputError unless the arrays fit together (the decoder reads them
+        unchecked)."""
+        words, lasts, widths = (np.asarray(load_array(path / name)) for name in POSTING_FILES)
+        term_blocks = blocks_of(indptr)
+        n = int(term_blocks[-1])
+        ok = (words.dtype == np.uint32 and lasts.dtype == np.int32 and widths.dtype == np.uint8
+              and words.ndim == 1 and lasts.shape == (n,) and widths.shape == (n, 2)
+              and (n == 0 or int(widths.max()) <= 32))
+        offsets = np.zeros(n + 1, np.int64)
         if ok and n:
-            sizes = _block_sizes(self.indptr, self.term_blocks)
-            need = (sizes * self.widths[:, 0].astype(np.int64) + 31) // 32 \
-                + (sizes * self.widths[:, 1].astype(np.int64) + 31) // 32
-            ok = bool((np.diff(self.offsets) == need).all())
-        if not ok:
+            sizes = _block_sizes(indptr, term_blocks)
+            np.cumsum((sizes * widths[:, 0].astype(np.int64) + 31) // 32
+                      + (sizes * widths[:, 1].astype(np.int64) + 31) // 32, out=offsets[1:])
+        if not (ok and len(words) == int(offsets[-1]) + 1):
             raise InputError("inconsistent index array: the packed postings do not fit their blocks;"
                              " rebuild the index", path / POSTING_FILES[0])
+        return cls(indptr, term_blocks, words, lasts, offsets, widths)
 
     @property
     def nbytes(self) -> int:
@@ -111,27 +103,22 @@ class CodeBlocks:
     maxima: np.ndarray   # uint32, the largest code of each block
 
     def save(self, path: Path) -> None:
-        for name, array in zip(CODE_FILES, (self.words, self.offsets, self.widths, self.maxima)):
+        for name, array in zip(CODE_FILES, (self.words, self.widths, self.maxima)):
             save_array(path / name, array)
 
     @classmethod
     def load(cls, path: Path, indptr: np.ndarray, term_blocks: np.ndarray) -> CodeBlocks:
-        code_blocks = cls(*(np.asarray(load_array(path / name)) for name in CODE_FILES))
+        words, widths, maxima = (np.asarray(load_array(path / name)) for name in CODE_FILES)
         n = int(term_blocks[-1])
-        ok = (code_blocks.words.dtype == np.uint32 and code_blocks.offsets.shape == (n + 1,)
-              and code_blocks.offsets.dtype == np.int64 and code_blocks.widths.shape == (n,)
-              and code_blocks.widths.dtype == np.uint8 and code_blocks.maxima.shape == (n,)
-              and code_blocks.maxima.dtype == np.uint32)
-        ok = ok and len(code_blocks.words) == int(code_blocks.offsets[-1]) + 1
+        ok = (words.dtype == np.uint32 and words.ndim == 1 and widths.shape == (n,) and widths.dtype == np.uint8
+              and maxima.shape == (n,) and maxima.dtype == np.uint32 and (n == 0 or int(widths.max()) <= 32))
+        offsets = np.zeros(n + 1, np.int64)
         if ok and n:
             sizes = _block_sizes(indptr, term_blocks)
-            ok = (int(code_blocks.offsets[0]) == 0
-                  and int(code_blocks.widths.max()) <= 32
-                  and bool((np.diff(code_blocks.offsets)
-                            == (sizes * code_blocks.widths.astype(np.int64) + 31) // 32).all()))
-        if not ok:
+            np.cumsum((sizes * widths.astype(np.int64) + 31) // 32, out=offsets[1:])
+        if not (ok and len(words) == int(offsets[-1]) + 1):
             raise InputError("stored impacts do not match the postings; rebuild the index", path / CODE_FILES[0])
-        return code_blocks
+        return cls(words, offsets, widths, maxima)
 
     @property
     def nbytes(self) -> int:
@@ -157,13 +144,6 @@ def _width(largest):
     while bits < 32 and (np.uint64(largest) >> np.uint64(bits)) != 0:
         bits += 1
     return bits
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _aligned(largest):
-    """The narrowest of the aligned widths (0, 8, 16, 32 bits) that holds values 0..largest."""
-    bits = _width(largest)
-    return bits if bits == 0 else (8 if bits <= 8 else (16 if bits <= 16 else 32))
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -274,7 +254,7 @@ def _measure(indptr, docnos, tfs, lo, hi, widths, lasts, sizes, b0):
                 gap_max = max(gap_max, gap)
                 tf_max = max(tf_max, np.int64(tfs[p]) - 1)
                 previous = docnos[p]
-            wd, wf = _aligned(gap_max), _width(tf_max)
+            wd, wf = _width(gap_max), _width(tf_max)
             widths[b, 0] = wd
             widths[b, 1] = wf
             lasts[b] = previous
@@ -343,7 +323,7 @@ def _measure_codes(indptr, codes, lo, hi, widths, maxima, sizes, b0):
             for p in range(a, z):
                 top = max(top, np.int64(codes[p]))
             maxima[b] = top
-            widths[b] = _aligned(top)
+            widths[b] = _width(top)
             sizes[b] = (np.int64(z - a) * widths[b] + 31) // 32
             b += 1
 
@@ -389,7 +369,7 @@ def pack_codes(indptr: np.ndarray, codes: np.ndarray,
 # ---- decoding whole arrays ---------------------------------------------------------------------
 
 @njit(nogil=True, cache=True)
-def _unpack_all(indptr, term_blocks, words, offsets, widths, lasts, docnos, tfs, lo, hi):
+def _unpack_all(indptr, term_blocks, words, offsets, widths, lasts, docnos, tfs, lo, hi, with_tfs):
     """The postings of terms [lo, hi) into docnos/tfs (CSR order, from indptr[lo]); returns -1, or a
     block whose last docno is not `lasts`'."""
     buf = np.empty(BLOCK, np.int64)
@@ -404,23 +384,24 @@ def _unpack_all(indptr, term_blocks, words, offsets, widths, lasts, docnos, tfs,
                 return blk
             for i in range(n):
                 docnos[p + i] = buf[i]
-            decode_tfs(words, offsets, widths, blk, n, buf)
-            for i in range(n):
-                tfs[p + i] = buf[i]
+            if with_tfs:
+                decode_tfs(words, offsets, widths, blk, n, buf)
+                for i in range(n):
+                    tfs[p + i] = buf[i]
             p += n
     return -1
 
 
-def unpack_postings(blocks: Blocks, path: Path | None = None, lo: int = 0,
-                    hi: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def unpack_postings(blocks: Blocks, path: Path | None = None, lo: int = 0, hi: int | None = None,
+                    with_tfs: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(docnos int32, tfs int32) of the postings of terms [lo, hi) (default: all), in CSR order (of
-    verified blocks: see verify_postings)."""
+    verified blocks: see verify_postings); without `with_tfs`, tfs is empty."""
     hi = len(blocks.indptr) - 1 if hi is None else hi
     total = int(blocks.indptr[hi] - blocks.indptr[lo])
     docnos = np.empty(total, np.int32)
-    tfs = np.empty(total, np.int32)
+    tfs = np.empty(total if with_tfs else 0, np.int32)
     bad = _unpack_all(blocks.indptr, blocks.term_blocks, blocks.words, blocks.offsets, blocks.widths,
-                      blocks.lasts, docnos, tfs, lo, hi)
+                      blocks.lasts, docnos, tfs, lo, hi, with_tfs)
     if bad >= 0:  # (an opened index was verified: every block fits; this guards other callers)
         raise InputError("inconsistent index array: a block's documents do not match its last docno;"
                          " rebuild the index", path)

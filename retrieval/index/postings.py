@@ -236,24 +236,21 @@ class InvertedIndex:
         return pack_postings(self.indptr, self.docnos, self.tfs, term_ranges(self.indptr, CHECK_POSTINGS))
 
     @cached_property
-    def _flat(self) -> tuple[np.ndarray, np.ndarray]:
-        return unpack_postings(self.blocks, self.path)
-
-    @cached_property
     def docnos(self) -> np.ndarray:
-        """Doc number of every posting (int32, ascending within a term), by term."""
-        return self._flat[0]
+        """Doc number of every posting (int32, ascending within a term), by term (of a packed index,
+        decoded into memory when first asked for: what the flat kernels search)."""
+        return unpack_postings(self.blocks, self.path, with_tfs=False)[0]
 
     @cached_property
     def tfs(self) -> np.ndarray:
         """Term frequency of every posting (int32), aligned with docnos."""
-        return self._flat[1]
+        return unpack_postings(self.blocks, self.path)[1]
 
     def span(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """(docnos, tfs) of the postings of terms [lo, hi): slices of the flat arrays, or of a packed
         index those terms' blocks decoded (no more in memory than they take)."""
         a, b = int(self.indptr[lo]), int(self.indptr[hi])
-        if not self.packed or "_flat" in self.__dict__:
+        if not self.packed or {"docnos", "tfs"} <= self.__dict__.keys():
             return self.docnos[a:b], self.tfs[a:b]
         return unpack_postings(self.blocks, self.path, lo, hi)
 
@@ -366,7 +363,7 @@ class InvertedIndex:
     @cached_property
     def cf(self) -> np.ndarray:
         """Collection frequency (total occurrences) per term."""
-        if self.packed and "_flat" not in self.__dict__:
+        if self.packed and "tfs" not in self.__dict__:
             out = np.zeros(self.num_terms, dtype=np.int64)
             for lo, hi in term_ranges(self.indptr, CHECK_POSTINGS):
                 tfs = self.span(lo, hi)[1]

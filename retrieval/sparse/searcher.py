@@ -28,13 +28,14 @@ from retrieval.index.postings import InvertedIndex, term_ranges
 from retrieval.sparse import block_kernels, kernels
 
 WeightedQuery = list[tuple[int, float]]  # (term id, weight)
-METHODS = ("auto", "maxscore", "exhaustive", "blockmax")
-# "exhaustive" scores every posting of the packed blocks (block_kernels, prune off); "blockmax" is the
-# same windows skipping those whose block maxima cannot reach the k-th score (prune on); "auto" picks
-# one of these two per query (auto_prune). MaxScore (document at a time over flat arrays, decoded into
-# memory for a packed index) stays selectable, exact and tested: eval/bench_topk.py and
-# eval/bench_scale.py found the exhaustive kernel faster in every cell measured before blocks.
-PRUNE_POSTINGS = 0  # "auto" prunes a query whose postings number at least this many per hit asked for
+METHODS = ("auto", "maxscore", "exhaustive", "blocks", "blockmax")
+# "exhaustive" (and "auto") scores every posting with kernels.exhaustive_batch over flat arrays: a packed
+# index's docnos and impact codes are decoded into memory once (6 bytes a posting, as the flat layout's
+# memory maps held), because scoring straight from the blocks was 1.2-2x slower on the Wikipedia
+# passages (eval/bench_real.py times both). "blocks" scores from the packed memory maps
+# (block_kernels, nothing decoded ahead: compact in memory too); "blockmax" does so skipping windows
+# whose block maxima cannot reach the k-th score. MaxScore (document at a time over the flat arrays)
+# stays selectable, exact and tested. Every method gives the same top k, scores and tie order.
 
 
 def flat_queries(queries: list[WeightedQuery]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -128,8 +129,8 @@ class ImpactSearcher:
         return self._kernel_many(queries, min(k, max(self.index.num_docs, 1)), threads, method)
 
     def auto_method(self, k: int) -> str:
-        """What "auto" searches with for k hits: the block kernel, pruning chosen per query."""
-        return "auto"
+        """What "auto" searches with for k hits."""
+        return "exhaustive"
 
     @cached_property
     def code_blocks(self) -> CodeBlocks:
@@ -139,24 +140,15 @@ class ImpactSearcher:
         indptr = self.index.indptr
         return pack_codes(indptr, self.impacts.codes, term_ranges(indptr, 1 << 24))
 
-    def prune(self, query_ptr: np.ndarray, terms: np.ndarray, k: int, method: str) -> np.ndarray:
-        """Whether each query skips windows by block maxima: always ("blockmax"), never ("exhaustive"),
-        or ("auto") when its postings number at least PRUNE_POSTINGS per hit asked for."""
-        if method != "auto":
-            return np.full(len(query_ptr) - 1, method == "blockmax")
-        df = np.diff(self.index.indptr)[terms] if len(terms) else np.zeros(0, np.int64)
-        volume = np.add.reduceat(df, query_ptr[:-1]) if len(terms) else np.zeros(len(query_ptr) - 1)
-        volume = np.where(np.diff(query_ptr) > 0, volume, 0)
-        return volume >= PRUNE_POSTINGS * k
 
     def _kernel_many(self, queries: list[WeightedQuery], k: int, threads: int,
                      method: str) -> list[tuple[np.ndarray, np.ndarray]]:
         index = self.index
         impacts = self.impacts
-        if method == "maxscore":
+        if method in ("maxscore", "exhaustive"):
             postings = [kernels.readonly(np.asarray(a))
                         for a in (index.indptr, index.docnos, impacts.codes, impacts.table, impacts.bases)]
-            maxima = kernels.readonly(np.asarray(self.max_impacts))
+            maxima = kernels.readonly(np.asarray(self.max_impacts)) if method == "maxscore" else None
         else:
             blocks, codes = index.blocks, self.code_blocks
             postings = [kernels.readonly(np.asarray(a)) for a in (
@@ -167,10 +159,11 @@ class ImpactSearcher:
             """query: (query_ptr, terms, weights, k); out: (docs, scores, counts), filled in place."""
             if method == "maxscore":
                 kernels.maxscore_batch(*postings, maxima, *query, index.num_docs, *out)
+            elif method == "exhaustive":
+                kernels.exhaustive_batch(*postings, *query, kernels.WINDOW, self.large_k, *out)
             else:
-                query_ptr, terms, weights, k = query
-                prune = self.prune(query_ptr, terms, k, method)
-                block_kernels.block_batch(*postings, query_ptr, terms, weights, k, prune, kernels.WINDOW,
+                prune = np.full(len(query[0]) - 1, method == "blockmax")
+                block_kernels.block_batch(*postings, *query[:3], query[3], prune, kernels.WINDOW,
                                           self.large_k, *out)
         size = max(1, min(64, -(-len(queries) // max(1, threads))))
         chunks = [queries[i:i + size] for i in range(0, len(queries), size)]
