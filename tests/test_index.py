@@ -295,3 +295,28 @@ def test_an_index_with_flat_postings_still_opens_with_the_same_results(tiny_docs
     runs = [[(d.tolist(), s.tolist()) for d, s in searcher.search_many([[(0, 1.0), (3, 0.5)]], 3, method=m)]
             for m in ("blockmax", "blocks", "exhaustive", "maxscore")]
     assert runs[0] == runs[1] == runs[2] == runs[3]
+
+
+def test_doc_store_is_compressed_and_older_plain_ones_still_read(tmp_path):
+    """Titles and texts are stored as zstd frames with a dictionary trained on the first documents;
+    a doc store written before compression (plain title and text columns) reads the same."""
+    import sqlite3
+
+    from retrieval.index.docstore import DocStore, write_docstore
+
+    rng = np.random.default_rng(3)
+    words = [f"word{i}" for i in range(300)]
+    docs = [Document(f"d{i:04d}", f"Title {i % 40}", " ".join(rng.choice(words, 80))) for i in range(600)]
+    assert [d.id for d in write_docstore(tmp_path / "new.sqlite", iter(docs))] == [d.id for d in docs]
+    con = sqlite3.connect(tmp_path / "old.sqlite")
+    con.execute("CREATE TABLE docs (docno INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, title TEXT, text TEXT)")
+    con.executemany("INSERT INTO docs VALUES (?, ?, ?, ?)", [(i, d.id, d.title, d.text) for i, d in enumerate(docs)])
+    con.commit()
+    con.close()
+    assert (tmp_path / "new.sqlite").stat().st_size < 0.75 * (tmp_path / "old.sqlite").stat().st_size
+    for name in ("new.sqlite", "old.sqlite"):
+        store = DocStore(tmp_path / name)
+        store.check()
+        assert list(store) == docs and store.get("d0007") == docs[7] and len(store) == len(docs)
+        with pytest.raises(InputError, match="unknown document id"):
+            store.get("nope")

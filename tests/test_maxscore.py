@@ -170,7 +170,7 @@ def test_codes_beyond_their_terms_run_are_refused_on_load(cacm_index, tmp_path, 
     crafted = tmp_path / "crafted"
     shutil.copytree(cacm_index.path, crafted)
     inverted = crafted / "inverted"
-    bases, widths = np.load(inverted / BASES_FILE), np.load(inverted / "code_widths.npy")
+    widths = np.load(inverted / "code_widths.npy")
     name = "code_words.npy" if change == "code past its run" else "code_maxima.npy"
     array = np.load(inverted / name)
     if change == "code past its run":  # the first codes of a block, made the largest its width holds

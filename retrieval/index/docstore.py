@@ -1,36 +1,85 @@
-"""Document text store: SQLite, doc id -> (title, text), in indexing order.
+"""Document text store: SQLite, doc id -> (title, text), in indexing order, compressed with zstd.
 
 Later stages (rerankers, readers, RM3 display) need the raw text; SQLite
-gives random access without loading the collection into memory.
+gives random access without loading the collection into memory. Each
+document's title and text are stored as one zstd frame (`packed`: the
+title's length in UTF-8 bytes as 4 little-endian bytes, the title, the
+text), compressed with a dictionary trained on the first SAMPLE_DOCS
+documents (kept in the `meta` table): passages of a few hundred bytes
+compress about 3x with it, barely without. Doc stores written before
+compression (a plain `title`, `text` table) still read.
 """
 
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import sqlite3
+import struct
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+import zstandard
 
 from retrieval.errors import InputError
 from retrieval.types import Document
 
 FILENAME = "docs.sqlite"
-_SCHEMA = "CREATE TABLE docs (docno INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, title TEXT, text TEXT)"
+_SCHEMA = "CREATE TABLE docs (docno INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, packed BLOB NOT NULL)"
+_META = "CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB)"
+COMPRESSION = "zstd-1"  # meta "compression": the packing above
+SAMPLE_DOCS = 2000      # documents the dictionary is trained on (the first ones)
+DICTIONARY_BYTES = 64 * 1024
+LEVEL = 3
+
+
+def _pack(doc: Document) -> bytes:
+    title = doc.title.encode()
+    return struct.pack("<I", len(title)) + title + doc.text.encode()
+
+
+def _unpack(raw: bytes) -> tuple[str, str]:
+    (size,) = struct.unpack_from("<I", raw)
+    return raw[4:4 + size].decode(), raw[4 + size:].decode()
+
+
+def _dictionary(sample: list[Document]) -> bytes:
+    """A zstd dictionary trained on the sample ("" when it is too small to train one)."""
+    if len(sample) < 100:
+        return b""
+    try:
+        return zstandard.train_dictionary(DICTIONARY_BYTES, [_pack(d) for d in sample]).as_bytes()
+    except zstandard.ZstdError:
+        return b""
+
+
+def _compressor(dictionary: bytes) -> zstandard.ZstdCompressor:
+    if dictionary:
+        return zstandard.ZstdCompressor(level=LEVEL, dict_data=zstandard.ZstdCompressionDict(dictionary))
+    return zstandard.ZstdCompressor(level=LEVEL)
 
 
 def write_docstore(path: Path, documents: Iterable[Document]) -> Iterator[Document]:
-    """Store documents while passing them through (so indexing reads the collection once).
+    """Store documents while passing them through (so indexing reads the collection once); the first
+    SAMPLE_DOCS pass once the dictionary is trained on them.
 
     Raises InputError on a duplicate doc id.
     """
     con = sqlite3.connect(path)
     try:
         con.execute(_SCHEMA)
-        for docno, doc in enumerate(documents):
+        con.execute(_META)
+        documents = iter(documents)
+        sample = list(itertools.islice(documents, SAMPLE_DOCS))
+        dictionary = _dictionary(sample)
+        con.executemany("INSERT INTO meta VALUES (?, ?)", [("compression", COMPRESSION),
+                                                            ("dictionary", dictionary)])
+        compress = _compressor(dictionary).compress
+        for docno, doc in enumerate(itertools.chain(sample, documents)):
             try:
-                con.execute("INSERT INTO docs VALUES (?, ?, ?, ?)", (docno, doc.id, doc.title, doc.text))
+                con.execute("INSERT INTO docs VALUES (?, ?, ?)", (docno, doc.id, compress(_pack(doc))))
             except sqlite3.IntegrityError:
                 raise InputError(f"duplicate document id {doc.id!r} (document {docno + 1} "
                                  "of the collection); doc ids must be unique") from None
@@ -63,13 +112,40 @@ class DocStore:
         if con is None:
             con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
             try:
-                con.execute("SELECT docno, id, title, text FROM docs LIMIT 0")
-            except sqlite3.DatabaseError as e:  # not a database, or not one with the docs table
+                tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if "meta" in tables:
+                    meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+                    if meta.get("compression") != COMPRESSION or not isinstance(meta.get("dictionary"), bytes):
+                        raise sqlite3.DatabaseError(f"unknown compression {meta.get('compression')!r}")
+                    con.execute("SELECT docno, id, packed FROM docs LIMIT 0")
+                    dictionary = meta["dictionary"]
+                    self._local.decompress = (zstandard.ZstdDecompressor(
+                        dict_data=zstandard.ZstdCompressionDict(dictionary)) if dictionary
+                        else zstandard.ZstdDecompressor()).decompress
+                else:  # written before compression
+                    con.execute("SELECT docno, id, title, text FROM docs LIMIT 0")
+                    self._local.decompress = None
+            except (sqlite3.DatabaseError, zstandard.ZstdError) as e:  # not a doc store this tool wrote
                 con.close()
                 raise InputError(f"not a doc store this tool wrote ({e}); rebuild the index",
                                  self.path) from None
             self._local.con = con
         return con
+
+    def _query(self, where: str, args: tuple = ()) -> Iterator[Document]:
+        """Documents of `SELECT ... FROM docs <where>`, decompressed."""
+        con = self._con()
+        decompress = self._local.decompress
+        if decompress is None:
+            for row in con.execute(f"SELECT id, title, text FROM docs {where}", args):
+                yield Document(*row)
+            return
+        for doc_id, packed in con.execute(f"SELECT id, packed FROM docs {where}", args):
+            try:
+                yield Document(doc_id, *_unpack(decompress(packed)))
+            except (zstandard.ZstdError, struct.error, UnicodeDecodeError, TypeError):
+                raise InputError(f"document {doc_id!r} is not stored as this tool writes it; rebuild the"
+                                 " index", self.path) from None
 
     def check(self) -> None:
         """InputError naming the file unless it is a doc store this package wrote (its docs table)."""
@@ -80,10 +156,9 @@ class DocStore:
 
     def get(self, doc_id: str) -> Document:
         """The document with this id; InputError if unknown."""
-        row = self._con().execute("SELECT id, title, text FROM docs WHERE id = ?", (doc_id,)).fetchone()
-        if row is None:
-            raise InputError(f"unknown document id {doc_id!r}", self.path)
-        return Document(*row)
+        for doc in self._query("WHERE id = ?", (doc_id,)):
+            return doc
+        raise InputError(f"unknown document id {doc_id!r}", self.path)
 
     def get_many(self, doc_ids: Iterable[str]) -> list[Document]:
         """Documents in the order of `doc_ids`."""
@@ -91,5 +166,4 @@ class DocStore:
 
     def __iter__(self) -> Iterator[Document]:
         """All documents in indexing order."""
-        yield from (Document(*row) for row in
-                    self._con().execute("SELECT id, title, text FROM docs ORDER BY docno"))
+        yield from self._query("ORDER BY docno")
