@@ -84,6 +84,7 @@ def passages(corpus: Path):
 
 # ---- builds (child processes) -------------------------------------------------------------------
 
+
 def build_ours(corpus: Path, out: Path) -> dict:
     from retrieval.collections import load_documents
     from retrieval.index.native import build_index
@@ -92,9 +93,15 @@ def build_ours(corpus: Path, out: Path) -> dict:
     build_index(load_documents(corpus / "corpus.jsonl"), out, progress=False, workers=1, force=True)
     seconds = time.perf_counter() - start
     inverted = out / "inverted"
-    side = sum((inverted / n).stat().st_size for n in ("terms_utf8.npy", "terms_offsets.npy", "doc_lengths.npy"))
-    return {"seconds": seconds, "rss": peak_rss_gb(), "postings": dir_bytes(inverted) - side,
-            "bytes": dir_bytes(out)}
+    side = sum(
+        (inverted / n).stat().st_size for n in ("terms_utf8.npy", "terms_offsets.npy", "doc_lengths.npy")
+    )
+    return {
+        "seconds": seconds,
+        "rss": peak_rss_gb(),
+        "postings": dir_bytes(inverted) - side,
+        "bytes": dir_bytes(out),
+    }
 
 
 def build_bm25s(corpus: Path, out: Path) -> dict:
@@ -108,8 +115,12 @@ def build_bm25s(corpus: Path, out: Path) -> dict:
     model.index(tokens, show_progress=False)
     model.save(str(out))
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "rss": peak_rss_gb(), "postings": dir_bytes(out, "*.npy"),
-            "bytes": dir_bytes(out)}
+    return {
+        "seconds": seconds,
+        "rss": peak_rss_gb(),
+        "postings": dir_bytes(out, "*.npy"),
+        "bytes": dir_bytes(out),
+    }
 
 
 def build_tantivy(corpus: Path, out: Path) -> dict:
@@ -127,8 +138,12 @@ def build_tantivy(corpus: Path, out: Path) -> dict:
     writer.commit()
     writer.wait_merging_threads()
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "rss": peak_rss_gb(), "postings": dir_bytes(out, "*.idx"),
-            "bytes": dir_bytes(out)}
+    return {
+        "seconds": seconds,
+        "rss": peak_rss_gb(),
+        "postings": dir_bytes(out, "*.idx"),
+        "bytes": dir_bytes(out),
+    }
 
 
 def build_pisa(corpus: Path, out: Path) -> dict:
@@ -141,14 +156,19 @@ def build_pisa(corpus: Path, out: Path) -> dict:
     index.bm25(k1=0.9, b=0.4, num_results=10, threads=1)(pd.DataFrame([{"qid": "0", "query": "warm"}]))
     seconds = time.perf_counter() - start
     compressed = [f for f in out.iterdir() if f.name.startswith("bm25.")]
-    return {"seconds": seconds, "rss": peak_rss_gb(), "postings": sum(f.stat().st_size for f in compressed),
-            "bytes": dir_bytes(out)}
+    return {
+        "seconds": seconds,
+        "rss": peak_rss_gb(),
+        "postings": sum(f.stat().st_size for f in compressed),
+        "bytes": dir_bytes(out),
+    }
 
 
 BUILDS = {"ours": build_ours, "bm25s": build_bm25s, "tantivy": build_tantivy, "pisa": build_pisa}
 
 
 # ---- search (one child process, round-robin) ----------------------------------------------------
+
 
 def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
     """name -> (function(texts, k) -> per query list of doc ids (or hits), function for doc ids)."""
@@ -194,7 +214,9 @@ def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
             return cleaned_cache[text]
 
         def tantivy_search(texts: dict[str, str], k: int) -> list:
-            return [searcher.search(q, k).hits if (q := query_of(t)) is not None else [] for t in texts.values()]
+            return [
+                searcher.search(q, k).hits if (q := query_of(t)) is not None else [] for t in texts.values()
+            ]
 
         def tantivy_ids(results: list) -> list:
             return [[searcher.doc(addr)["id"][0] for _, addr in hits] for hits in results]
@@ -206,8 +228,10 @@ def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
 
         pisa_index = PisaIndex(str(scratch / "pisa"), stemmer="porter2", threads=1)
         for algorithm in PISA_ALGORITHMS:
-            retrievers = {k: pisa_index.bm25(k1=0.9, b=0.4, num_results=k, threads=1, query_algorithm=algorithm)
-                          for k in KS}
+            retrievers = {
+                k: pisa_index.bm25(k1=0.9, b=0.4, num_results=k, threads=1, query_algorithm=algorithm)
+                for k in KS
+            }
 
             def pisa(texts: dict[str, str], k: int, retrievers=retrievers) -> list:
                 frame = pd.DataFrame({"qid": list(texts), "query": list(texts.values())})
@@ -227,7 +251,7 @@ def child_search(scratch: Path, corpus: Path, engines: str, repeats: int) -> dic
     for name in QUERY_SETS:
         texts = read_queries(corpus, name)
         for k in KS:
-            fns = {engine: (lambda f=f: f(texts, k)) for engine, (f, _) in found.items()}
+            fns = {engine: (lambda f=f, texts=texts, k=k: f(texts, k)) for engine, (f, _) in found.items()}
             result[f"{name}/{k}"] = round_robin(fns, repeats)
         ours = found["ours"][1](found["ours"][0](texts, 10))
         overlap = {}
@@ -242,14 +266,16 @@ def child_search(scratch: Path, corpus: Path, engines: str, repeats: int) -> dic
 
 def in_child(kind: str, *args: str) -> dict:
     env = os.environ | {"TQDM_DISABLE": "1", "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
-    proc = subprocess.run([sys.executable, __file__, "--child", kind, *args], env=env, capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", kind, *args], env=env, capture_output=True, text=True
+    )
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["killed"])[-1][:300]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 # ---- the table ----------------------------------------------------------------------------------
+
 
 def fmt_rate(times: list[float], n: int) -> str:
     rates = sorted(n / t for t in times)
@@ -269,20 +295,32 @@ def table(builds: dict, search: dict, passages_count: int) -> str:
     ratio_cells = []
     for c in cells:
         rounds = len(search[c]["ours"])
-        ratios = [min(search[c][p][r] for p in peers) / search[c]["ours"][r] for r in range(rounds)] if peers else []
-        ratio_cells.append(f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})"
-                           if ratios else "")
+        ratios = (
+            [min(search[c][p][r] for p in peers) / search[c]["ours"][r] for r in range(rounds)]
+            if peers
+            else []
+        )
+        ratio_cells.append(
+            f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})" if ratios else ""
+        )
     lines.append("| ours / fastest peer, within each round | " + " | ".join(ratio_cells) + " | |")
-    lines += ["", "| engine | build wall s (1 thread) | build peak RSS GB | postings MB | on disk MB |",
-              "|---|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        "| engine | build wall s (1 thread) | build peak RSS GB | postings MB | on disk MB |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for engine, b in builds.items():
         if "error" in b:
             lines.append(f"| {engine} | did not build: {b['error']} | | | |")
             continue
-        lines.append(f"| {engine} | {b['seconds']:,.1f} | {b['rss']:.2f} | {b['postings'] / 1e6:,.1f} | "
-                     f"{b['bytes'] / 1e6:,.1f} |")
-    return (f"{passages_count:,} passages (the first of the corpus), {search['squad/queries']:,} SQuAD questions"
-            f" and {search['titles/queries']:,} titles.\n\n" + "\n".join(lines))
+        lines.append(
+            f"| {engine} | {b['seconds']:,.1f} | {b['rss']:.2f} | {b['postings'] / 1e6:,.1f} | "
+            f"{b['bytes'] / 1e6:,.1f} |"
+        )
+    return (
+        f"{passages_count:,} passages (the first of the corpus), {search['squad/queries']:,} SQuAD questions"
+        f" and {search['titles/queries']:,} titles.\n\n" + "\n".join(lines)
+    )
 
 
 def targets(builds: dict, search: dict) -> str:
@@ -291,31 +329,43 @@ def targets(builds: dict, search: dict) -> str:
     out = []
     if "seconds" in builds.get("tantivy", {}) and "seconds" in ours:
         t = builds["tantivy"]["seconds"]
-        out.append(f"- build wall ≤ tantivy's: {'met' if ours['seconds'] <= t else 'not met'} "
-                   f"({ours['seconds']:,.1f} s against {t:,.1f} s)")
+        out.append(
+            f"- build wall ≤ tantivy's: {'met' if ours['seconds'] <= t else 'not met'} "
+            f"({ours['seconds']:,.1f} s against {t:,.1f} s)"
+        )
     if "postings" in builds.get("pisa", {}) and "postings" in ours:
         p = builds["pisa"]["postings"]
-        out.append(f"- postings ≤ 1.5× PISA's: {'met' if ours['postings'] <= 1.5 * p else 'not met'} "
-                   f"({ours['postings'] / p:.2f}×)")
+        out.append(
+            f"- postings ≤ 1.5× PISA's: {'met' if ours['postings'] <= 1.5 * p else 'not met'} "
+            f"({ours['postings'] / p:.2f}×)"
+        )
     if "rss" in ours:
-        out.append(f"- build peak RSS ≤ 2 GB: {'met' if ours['rss'] <= 2 else 'not met'} ({ours['rss']:.2f} GB)")
+        out.append(
+            f"- build peak RSS ≤ 2 GB: {'met' if ours['rss'] <= 2 else 'not met'} ({ours['rss']:.2f} GB)"
+        )
     cells = [f"{name}/{k}" for name in QUERY_SETS for k in KS]
     peers = [e for e in search[cells[0]] if not e.startswith("ours")]
     if peers:
         speedups = []
         for c in cells:
             rounds = len(search[c]["ours"])
-            speedups.append(statistics.median(min(search[c][p][r] for p in peers) / search[c]["ours"][r]
-                                              for r in range(rounds)))
+            speedups.append(
+                statistics.median(
+                    min(search[c][p][r] for p in peers) / search[c]["ours"][r] for r in range(rounds)
+                )
+            )
         met = all(s >= 2 for s in speedups)
-        out.append(f"- q/s ≥ 2× the fastest peer in every cell: {'met' if met else 'not met'} "
-                   f"({', '.join(f'{s:.2f}×' for s in speedups)})")
+        out.append(
+            f"- q/s ≥ 2× the fastest peer in every cell: {'met' if met else 'not met'} "
+            f"({', '.join(f'{s:.2f}×' for s in speedups)})"
+        )
     return "\n".join(out)
 
 
 def slice_corpus(wiki: Path, scratch: Path, count: int) -> tuple[Path, int]:
     """The corpus of the first `count` passages (all when 0), with both query sets."""
-    total = sum(1 for _ in open(wiki / "corpus.jsonl", "rb"))
+    with open(wiki / "corpus.jsonl", "rb") as f:
+        total = sum(1 for _ in f)
     if count <= 0 or count >= total:
         return wiki, total
     corpus = scratch / "corpus"
@@ -340,7 +390,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
     ap.add_argument("--rebuild", action="store_true")
-    ap.add_argument("--out", type=Path, default=RESULTS, help="the results file (default eval/results/real.md)")
+    ap.add_argument(
+        "--out", type=Path, default=RESULTS, help="the results file (default eval/results/real.md)"
+    )
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -371,8 +423,10 @@ def main() -> None:
     (scratch / "search.json").write_text(json.dumps(search))
     from benchlib import publish
 
-    text = (f"# BM25 on real text: Wikipedia passages\n{table(builds, search, count)}\n\n"
-            f"Targets of issue 55 on this run:\n\n{targets(builds, search)}\n")
+    text = (
+        f"# BM25 on real text: Wikipedia passages\n{table(builds, search, count)}\n\n"
+        f"Targets of issue 55 on this run:\n\n{targets(builds, search)}\n"
+    )
     publish(a.out, text)
 
 

@@ -81,6 +81,7 @@ class Analyzer:
 
         self._porter = PorterStemmer(mode=PorterStemmer.MARTIN_EXTENSIONS)
         self._lock = threading.Lock()
+        self._stems: dict[str, str] = {}  # lower-cased token -> its stem
         self._term_of = _TermCache(self)
 
     @property
@@ -101,7 +102,10 @@ class Analyzer:
         if not token or token in self.stopwords:
             return []
         if self.stemmer == "porter":
-            token = self._porter.stem(token, to_lowercase=False)
+            stem = self._stems.get(token)  # tokens that differ only in case share a stem
+            if stem is None:
+                stem = self._stems[token] = self._porter.stem(token, to_lowercase=False)
+            token = stem
         return [token]
 
     def __call__(self, text: str) -> list[str]:

@@ -309,8 +309,10 @@ def test_doc_store_is_compressed_and_older_plain_ones_still_read(tmp_path):
     docs = [Document(f"d{i:04d}", f"Title {i % 40}", " ".join(rng.choice(words, 80))) for i in range(600)]
     assert [d.id for d in write_docstore(tmp_path / "new.sqlite", iter(docs))] == [d.id for d in docs]
     con = sqlite3.connect(tmp_path / "old.sqlite")
-    con.execute("CREATE TABLE docs (docno INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, title TEXT, text TEXT)")
-    con.executemany("INSERT INTO docs VALUES (?, ?, ?, ?)", [(i, d.id, d.title, d.text) for i, d in enumerate(docs)])
+    con.execute("CREATE TABLE docs (docno INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, title TEXT,"
+                " text TEXT)")
+    con.executemany("INSERT INTO docs VALUES (?, ?, ?, ?)",
+                    [(i, d.id, d.title, d.text) for i, d in enumerate(docs)])
     con.commit()
     con.close()
     assert (tmp_path / "new.sqlite").stat().st_size < 0.75 * (tmp_path / "old.sqlite").stat().st_size

@@ -126,7 +126,7 @@ def test_default_bm25_impacts_are_stored_at_build_time_and_equal_computed_ones(c
     assert isinstance(searcher.impacts, PackedImpacts)
     assert not searcher.impacts.packed.words.flags.owndata  # memory-mapped, not computed on load
     codes = searcher.impacts.codes
-    assert (inverted.path / "code_words.npy").stat().st_size < codes.astype(np.uint16).nbytes  # < 2 bytes each
+    assert (inverted.path / "code_words.npy").stat().st_size < codes.astype(np.uint16).nbytes  # < 2 B each
     terms = np.repeat(np.arange(inverted.num_terms), np.diff(inverted.indptr))
     stored = table[bases[terms] + codes]
     assert stored.tobytes() == model.impacts(inverted).tobytes()  # the codebook is exact

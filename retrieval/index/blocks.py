@@ -15,9 +15,10 @@ a value's word and the next, so every stream ends with a spare word.
 
 Beside the words, per block: `lasts` (int32, its last docno: a cursor skips a
 block without decoding it), `offsets` (int64, blocks + 1: where its words
-start; not stored, as they follow from the widths and block sizes) and `widths` (uint8, (blocks, 2): the two bit widths). A term's blocks
-are [term_blocks[t], term_blocks[t + 1]), term_blocks being the running sum
-of ceil(df / BLOCK) over the vocabulary.
+start; not stored, as they follow from the widths and block sizes) and
+`widths` (uint8, (blocks, 2): the two bit widths). A term's blocks are
+[term_blocks[t], term_blocks[t + 1]), term_blocks being the running sum of
+ceil(df / BLOCK) over the vocabulary.
 
 Impact codes (codebook.py) are packed the same way in a stream of their own
 (`CodeBlocks`, aligned block for block with the postings), with the largest
@@ -57,12 +58,12 @@ class Blocks:
     """Packed postings (docnos and frequencies) of an inverted index; `words` ends with a spare word
     (the decoder reads a word past each value)."""
 
-    indptr: np.ndarray       # int64, terms + 1: posting offsets (df = diff)
+    indptr: np.ndarray  # int64, terms + 1: posting offsets (df = diff)
     term_blocks: np.ndarray  # int64, terms + 1
-    words: np.ndarray        # uint32
-    lasts: np.ndarray        # int32, one per block
-    offsets: np.ndarray      # int64, blocks + 1
-    widths: np.ndarray       # uint8, (blocks, 2)
+    words: np.ndarray  # uint32
+    lasts: np.ndarray  # int32, one per block
+    offsets: np.ndarray  # int64, blocks + 1
+    widths: np.ndarray  # uint8, (blocks, 2)
 
     def save(self, path: Path) -> None:
         for name, array in zip(POSTING_FILES, (self.words, self.lasts, self.widths)):
@@ -75,17 +76,28 @@ class Blocks:
         words, lasts, widths = (np.asarray(load_array(path / name)) for name in POSTING_FILES)
         term_blocks = blocks_of(indptr)
         n = int(term_blocks[-1])
-        ok = (words.dtype == np.uint32 and lasts.dtype == np.int32 and widths.dtype == np.uint8
-              and words.ndim == 1 and lasts.shape == (n,) and widths.shape == (n, 2)
-              and (n == 0 or int(widths.max()) <= 32))
+        ok = (
+            words.dtype == np.uint32
+            and lasts.dtype == np.int32
+            and widths.dtype == np.uint8
+            and words.ndim == 1
+            and lasts.shape == (n,)
+            and widths.shape == (n, 2)
+            and (n == 0 or int(widths.max()) <= 32)
+        )
         offsets = np.zeros(n + 1, np.int64)
         if ok and n:
             sizes = _block_sizes(indptr, term_blocks)
-            np.cumsum((sizes * widths[:, 0].astype(np.int64) + 31) // 32
-                      + (sizes * widths[:, 1].astype(np.int64) + 31) // 32, out=offsets[1:])
+            np.cumsum(
+                (sizes * widths[:, 0].astype(np.int64) + 31) // 32
+                + (sizes * widths[:, 1].astype(np.int64) + 31) // 32,
+                out=offsets[1:],
+            )
         if not (ok and len(words) == int(offsets[-1]) + 1):
-            raise InputError("inconsistent index array: the packed postings do not fit their blocks;"
-                             " rebuild the index", path / POSTING_FILES[0])
+            raise InputError(
+                "inconsistent index array: the packed postings do not fit their blocks; rebuild the index",
+                path / POSTING_FILES[0],
+            )
         return cls(indptr, term_blocks, words, lasts, offsets, widths)
 
     @property
@@ -97,10 +109,10 @@ class Blocks:
 class CodeBlocks:
     """Packed impact codes, block for block with the postings, and each block's largest code."""
 
-    words: np.ndarray    # uint32
+    words: np.ndarray  # uint32
     offsets: np.ndarray  # int64, blocks + 1
-    widths: np.ndarray   # uint8, one per block
-    maxima: np.ndarray   # uint32, the largest code of each block
+    widths: np.ndarray  # uint8, one per block
+    maxima: np.ndarray  # uint32, the largest code of each block
 
     def save(self, path: Path) -> None:
         for name, array in zip(CODE_FILES, (self.words, self.widths, self.maxima)):
@@ -110,14 +122,23 @@ class CodeBlocks:
     def load(cls, path: Path, indptr: np.ndarray, term_blocks: np.ndarray) -> CodeBlocks:
         words, widths, maxima = (np.asarray(load_array(path / name)) for name in CODE_FILES)
         n = int(term_blocks[-1])
-        ok = (words.dtype == np.uint32 and words.ndim == 1 and widths.shape == (n,) and widths.dtype == np.uint8
-              and maxima.shape == (n,) and maxima.dtype == np.uint32 and (n == 0 or int(widths.max()) <= 32))
+        ok = (
+            words.dtype == np.uint32
+            and words.ndim == 1
+            and widths.shape == (n,)
+            and widths.dtype == np.uint8
+            and maxima.shape == (n,)
+            and maxima.dtype == np.uint32
+            and (n == 0 or int(widths.max()) <= 32)
+        )
         offsets = np.zeros(n + 1, np.int64)
         if ok and n:
             sizes = _block_sizes(indptr, term_blocks)
             np.cumsum((sizes * widths.astype(np.int64) + 31) // 32, out=offsets[1:])
         if not (ok and len(words) == int(offsets[-1]) + 1):
-            raise InputError("stored impacts do not match the postings; rebuild the index", path / CODE_FILES[0])
+            raise InputError(
+                "stored impacts do not match the postings; rebuild the index", path / CODE_FILES[0]
+            )
         return cls(words, offsets, widths, maxima)
 
     @property
@@ -136,6 +157,7 @@ def _block_sizes(indptr: np.ndarray, term_blocks: np.ndarray) -> np.ndarray:
 
 
 # ---- bit packing --------------------------------------------------------------------------------
+
 
 @njit(nogil=True, cache=True, inline="always")
 def _width(largest):
@@ -283,8 +305,9 @@ def _write(indptr, docnos, tfs, lo, hi, widths, offsets, out, b0):
             b += 1
 
 
-def pack_postings(indptr: np.ndarray, docnos: np.ndarray, tfs: np.ndarray,
-                  ranges: list[tuple[int, int]] | None = None) -> Blocks:
+def pack_postings(
+    indptr: np.ndarray, docnos: np.ndarray, tfs: np.ndarray, ranges: list[tuple[int, int]] | None = None
+) -> Blocks:
     """The blocks of CSR postings (docnos ascending within each term, tfs >= 1), term range by term
     range (`ranges`, default all at once) so that memory-mapped inputs stay bounded."""
     indptr = np.asarray(indptr, dtype=np.int64)
@@ -297,8 +320,17 @@ def pack_postings(indptr: np.ndarray, docnos: np.ndarray, tfs: np.ndarray,
     sizes = np.zeros(n, np.int64)
     for lo, hi in ranges:
         a, b = int(indptr[lo]), int(indptr[hi])
-        bad = _measure(indptr, np.asarray(docnos[a:b]), np.asarray(tfs[a:b]), lo, hi, widths, lasts, sizes,
-                       int(term_blocks[lo]))
+        bad = _measure(
+            indptr,
+            np.asarray(docnos[a:b]),
+            np.asarray(tfs[a:b]),
+            lo,
+            hi,
+            widths,
+            lasts,
+            sizes,
+            int(term_blocks[lo]),
+        )
         if bad >= 0:
             raise ValueError(f"postings of term {bad} are not in rising docno order with tf >= 1")
     offsets = np.zeros(n + 1, np.int64)
@@ -306,8 +338,17 @@ def pack_postings(indptr: np.ndarray, docnos: np.ndarray, tfs: np.ndarray,
     words = np.zeros(int(offsets[-1]) + 1, np.uint32)  # + the spare word _unpack reads past the end
     for lo, hi in ranges:
         a, b = int(indptr[lo]), int(indptr[hi])
-        _write(indptr, np.asarray(docnos[a:b]), np.asarray(tfs[a:b]), lo, hi, widths, offsets, words,
-               int(term_blocks[lo]))
+        _write(
+            indptr,
+            np.asarray(docnos[a:b]),
+            np.asarray(tfs[a:b]),
+            lo,
+            hi,
+            widths,
+            offsets,
+            words,
+            int(term_blocks[lo]),
+        )
     return Blocks(indptr, term_blocks, words, lasts, offsets, widths)
 
 
@@ -343,8 +384,9 @@ def _write_codes(indptr, codes, lo, hi, widths, offsets, out, b0):
             b += 1
 
 
-def pack_codes(indptr: np.ndarray, codes: np.ndarray,
-               ranges: list[tuple[int, int]] | None = None) -> CodeBlocks:
+def pack_codes(
+    indptr: np.ndarray, codes: np.ndarray, ranges: list[tuple[int, int]] | None = None
+) -> CodeBlocks:
     """The impact codes (one per posting, CSR order) in blocks aligned with the postings'."""
     indptr = np.asarray(indptr, dtype=np.int64)
     term_blocks = blocks_of(indptr)
@@ -367,6 +409,7 @@ def pack_codes(indptr: np.ndarray, codes: np.ndarray,
 
 
 # ---- decoding whole arrays ---------------------------------------------------------------------
+
 
 @njit(nogil=True, cache=True)
 def _unpack_all(indptr, term_blocks, words, offsets, widths, lasts, docnos, tfs, lo, hi, with_tfs):
@@ -392,19 +435,33 @@ def _unpack_all(indptr, term_blocks, words, offsets, widths, lasts, docnos, tfs,
     return -1
 
 
-def unpack_postings(blocks: Blocks, path: Path | None = None, lo: int = 0, hi: int | None = None,
-                    with_tfs: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def unpack_postings(
+    blocks: Blocks, path: Path | None = None, lo: int = 0, hi: int | None = None, with_tfs: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """(docnos int32, tfs int32) of the postings of terms [lo, hi) (default: all), in CSR order (of
     verified blocks: see verify_postings); without `with_tfs`, tfs is empty."""
     hi = len(blocks.indptr) - 1 if hi is None else hi
     total = int(blocks.indptr[hi] - blocks.indptr[lo])
     docnos = np.empty(total, np.int32)
     tfs = np.empty(total if with_tfs else 0, np.int32)
-    bad = _unpack_all(blocks.indptr, blocks.term_blocks, blocks.words, blocks.offsets, blocks.widths,
-                      blocks.lasts, docnos, tfs, lo, hi, with_tfs)
+    bad = _unpack_all(
+        blocks.indptr,
+        blocks.term_blocks,
+        blocks.words,
+        blocks.offsets,
+        blocks.widths,
+        blocks.lasts,
+        docnos,
+        tfs,
+        lo,
+        hi,
+        with_tfs,
+    )
     if bad >= 0:  # (an opened index was verified: every block fits; this guards other callers)
-        raise InputError("inconsistent index array: a block's documents do not match its last docno;"
-                         " rebuild the index", path)
+        raise InputError(
+            "inconsistent index array: a block's documents do not match its last docno; rebuild the index",
+            path,
+        )
     return docnos, tfs
 
 
@@ -424,8 +481,14 @@ def _unpack_codes_all(indptr, term_blocks, words, offsets, widths, out):
 def unpack_codes(indptr: np.ndarray, code_blocks: CodeBlocks) -> np.ndarray:
     """Every posting's impact code (uint32), in CSR order."""
     out = np.empty(int(indptr[-1]), np.uint32)
-    _unpack_codes_all(np.asarray(indptr, np.int64), blocks_of(indptr), code_blocks.words, code_blocks.offsets,
-                      code_blocks.widths, out)
+    _unpack_codes_all(
+        np.asarray(indptr, np.int64),
+        blocks_of(indptr),
+        code_blocks.words,
+        code_blocks.offsets,
+        code_blocks.widths,
+        out,
+    )
     return out
 
 
@@ -454,14 +517,28 @@ def verify_postings(blocks: Blocks, doc_lengths: np.ndarray, path: Path) -> None
     """InputError naming `path` unless every block decodes to rising docnos below the document count
     whose frequencies sum, document by document, to `doc_lengths` (one pass, no postings kept)."""
     sums = np.zeros(len(doc_lengths), np.int64)
-    bad = _verify(blocks.indptr, blocks.term_blocks, blocks.words, blocks.offsets, blocks.widths, blocks.lasts,
-                  len(doc_lengths), sums)
+    bad = _verify(
+        blocks.indptr,
+        blocks.term_blocks,
+        blocks.words,
+        blocks.offsets,
+        blocks.widths,
+        blocks.lasts,
+        len(doc_lengths),
+        sums,
+    )
     if bad >= 0:
-        raise InputError("inconsistent index array: expected each block's documents below the document"
-                         " count, ending at its recorded last one; rebuild the index", path / POSTING_FILES[1])
+        raise InputError(
+            "inconsistent index array: expected each block's documents below the document"
+            " count, ending at its recorded last one; rebuild the index",
+            path / POSTING_FILES[1],
+        )
     if not np.array_equal(sums, np.asarray(doc_lengths, dtype=np.int64)):
-        raise InputError("inconsistent index array: expected each document's length to be the sum of"
-                         " its term frequencies; rebuild the index", path / "doc_lengths.npy")
+        raise InputError(
+            "inconsistent index array: expected each document's length to be the sum of"
+            " its term frequencies; rebuild the index",
+            path / "doc_lengths.npy",
+        )
 
 
 @njit(nogil=True, cache=True)
@@ -486,8 +563,15 @@ def verify_codes(indptr: np.ndarray, code_blocks: CodeBlocks, bases: np.ndarray,
     """InputError naming `path` unless every code points into its term's run of the table and each
     block's recorded maximum is its largest code (the bound pruning trusts)."""
     indptr = np.asarray(indptr, np.int64)
-    bad = _verify_codes(indptr, blocks_of(indptr), code_blocks.words, code_blocks.offsets, code_blocks.widths,
-                        code_blocks.maxima, np.diff(np.asarray(bases)))
+    bad = _verify_codes(
+        indptr,
+        blocks_of(indptr),
+        code_blocks.words,
+        code_blocks.offsets,
+        code_blocks.widths,
+        code_blocks.maxima,
+        np.diff(np.asarray(bases)),
+    )
     if bad >= 0:
         raise InputError("stored impacts do not match the postings; rebuild the index", path / CODE_FILES[0])
 

@@ -115,7 +115,8 @@ class DocStore:
                 tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
                 if "meta" in tables:
                     meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-                    if meta.get("compression") != COMPRESSION or not isinstance(meta.get("dictionary"), bytes):
+                    if (meta.get("compression") != COMPRESSION
+                            or not isinstance(meta.get("dictionary"), bytes)):
                         raise sqlite3.DatabaseError(f"unknown compression {meta.get('compression')!r}")
                     con.execute("SELECT docno, id, packed FROM docs LIMIT 0")
                     dictionary = meta["dictionary"]

@@ -254,7 +254,8 @@ def impacts_for(model: ImpactModel, index: InvertedIndex,
     return model.encoded(index, stats)
 
 
-def check_stored(model: ImpactModel, index: InvertedIndex, impacts: Impacts | PackedImpacts, samples: int = 16) -> None:
+def check_stored(model: ImpactModel, index: InvertedIndex, impacts: Impacts | PackedImpacts,
+                 samples: int = 16) -> None:
     """Stored impacts are finite and >= 0, and on a sample of terms exactly the ones `model` (what
     impacts.json names) computes: a description naming other parameters than the impacts were
     computed with would otherwise score with the wrong ones."""

@@ -40,7 +40,9 @@ from retrieval.sparse.kernels import (
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _load(i, j, first, dfs, words, offsets, widths, lasts, cwords, coffsets, cwidths, docs, codes, blk, pos, cnt):
+def _load(
+    i, j, first, dfs, words, offsets, widths, lasts, cwords, coffsets, cwidths, docs, codes, blk, pos, cnt
+):
     """Decode block j of query term i into docs[i], codes[i]; make it the term's current block."""
     n = min(BLOCK, dfs[i] - (j - first[i]) * BLOCK)
     decode_docs(words, offsets, widths, lasts, j, first[i], n, docs[i])
@@ -71,8 +73,24 @@ def _open(indptr, term_blocks, bases, terms, words, offsets, widths, lasts, cwor
         dfs[i] = indptr[t + 1] - indptr[t]
         base[i] = bases[t]
         if first[i] < endb[i]:
-            _load(i, first[i], first, dfs, words, offsets, widths, lasts, cwords, coffsets, cwidths, docs,
-                  codes, blk, pos, cnt)
+            _load(
+                i,
+                first[i],
+                first,
+                dfs,
+                words,
+                offsets,
+                widths,
+                lasts,
+                cwords,
+                coffsets,
+                cwidths,
+                docs,
+                codes,
+                blk,
+                pos,
+                cnt,
+            )
     return first, endb, dfs, base, blk, pos, cnt, docs, codes
 
 
@@ -109,8 +127,24 @@ def _bound(docs, pos, cnt, blk, endb, lasts, maxima, table, base, weights, stop)
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _skip(stop, first, endb, dfs, blk, pos, cnt, docs, codes, words, offsets, widths, lasts, cwords, coffsets,
-          cwidths):
+def _skip(
+    stop,
+    first,
+    endb,
+    dfs,
+    blk,
+    pos,
+    cnt,
+    docs,
+    codes,
+    words,
+    offsets,
+    widths,
+    lasts,
+    cwords,
+    coffsets,
+    cwidths,
+):
     """Move every term's cursor to its first docno >= stop, passing whole blocks undecoded."""
     for i in range(len(pos)):
         if pos[i] >= cnt[i]:
@@ -122,8 +156,24 @@ def _skip(stop, first, endb, dfs, blk, pos, cnt, docs, codes, words, offsets, wi
             if j == endb[i]:
                 pos[i] = cnt[i]
                 continue
-            _load(i, j, first, dfs, words, offsets, widths, lasts, cwords, coffsets, cwidths, docs, codes, blk,
-                  pos, cnt)
+            _load(
+                i,
+                j,
+                first,
+                dfs,
+                words,
+                offsets,
+                widths,
+                lasts,
+                cwords,
+                coffsets,
+                cwidths,
+                docs,
+                codes,
+                blk,
+                pos,
+                cnt,
+            )
         p = pos[i]
         while docs[i, p] < stop:
             p += 1
@@ -131,8 +181,32 @@ def _skip(stop, first, endb, dfs, blk, pos, cnt, docs, codes, words, offsets, wi
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _add(window_scores, window_seen, window_slots, listed, start, stop, weights, table, base, first, endb, dfs,
-         blk, pos, cnt, docs, codes, words, offsets, widths, lasts, cwords, coffsets, cwidths):
+def _add(
+    window_scores,
+    window_seen,
+    window_slots,
+    listed,
+    start,
+    stop,
+    weights,
+    table,
+    base,
+    first,
+    endb,
+    dfs,
+    blk,
+    pos,
+    cnt,
+    docs,
+    codes,
+    words,
+    offsets,
+    widths,
+    lasts,
+    cwords,
+    coffsets,
+    cwidths,
+):
     """Add every term's postings below stop, in query order; returns (slots [0, span) touched, largest
     sum written, slots listed in window_slots when `listed`)."""
     span = 0
@@ -173,8 +247,24 @@ def _add(window_scores, window_seen, window_slots, listed, start, stop, weights,
                     last = max(last, row_docs[p - 1])
             if p < c or blk[i] + 1 >= endb[i]:
                 break
-            _load(i, blk[i] + 1, first, dfs, words, offsets, widths, lasts, cwords, coffsets, cwidths, docs,
-                  codes, blk, pos, cnt)
+            _load(
+                i,
+                blk[i] + 1,
+                first,
+                dfs,
+                words,
+                offsets,
+                widths,
+                lasts,
+                cwords,
+                coffsets,
+                cwidths,
+                docs,
+                codes,
+                blk,
+                pos,
+                cnt,
+            )
             p, c = 0, cnt[i]
         span = max(span, last - start + 1)
         pos[i] = p
@@ -182,14 +272,36 @@ def _add(window_scores, window_seen, window_slots, listed, start, stop, weights,
 
 
 @njit(nogil=True, cache=True)
-def block_top_k(indptr, term_blocks, words, offsets, widths, lasts, cwords, coffsets, cwidths, maxima, table,
-                bases, terms, weights, k, prune, window_scores, window_seen, window_slots, out_docs, out_scores):
+def block_top_k(
+    indptr,
+    term_blocks,
+    words,
+    offsets,
+    widths,
+    lasts,
+    cwords,
+    coffsets,
+    cwidths,
+    maxima,
+    table,
+    bases,
+    terms,
+    weights,
+    k,
+    prune,
+    window_scores,
+    window_seen,
+    window_slots,
+    out_docs,
+    out_scores,
+):
     """Top k of one query through a k-heap (kernels.exhaustive_top_k's algorithm); returns the count."""
     if len(terms) == 0 or k <= 0:
         return 0
     window = len(window_scores)
-    first, endb, dfs, base, blk, pos, cnt, docs, codes = _open(indptr, term_blocks, bases, terms, words, offsets,
-                                                               widths, lasts, cwords, coffsets, cwidths)
+    first, endb, dfs, base, blk, pos, cnt, docs, codes = _open(
+        indptr, term_blocks, bases, terms, words, offsets, widths, lasts, cwords, coffsets, cwidths
+    )
     heap_scores = np.empty(k)
     heap_docs = np.empty(k, np.int64)
     size = 0
@@ -200,23 +312,88 @@ def block_top_k(indptr, term_blocks, words, offsets, widths, lasts, cwords, coff
             break
         stop = start + window
         if threshold > 0.0:
-            if prune and _bound(docs, pos, cnt, blk, endb, lasts, maxima, table, base, weights,
-                                stop) * BOUND_SLACK <= threshold:
-                _skip(stop, first, endb, dfs, blk, pos, cnt, docs, codes, words, offsets, widths, lasts, cwords,
-                      coffsets, cwidths)
+            if (
+                prune
+                and _bound(docs, pos, cnt, blk, endb, lasts, maxima, table, base, weights, stop) * BOUND_SLACK
+                <= threshold
+            ):
+                _skip(
+                    stop,
+                    first,
+                    endb,
+                    dfs,
+                    blk,
+                    pos,
+                    cnt,
+                    docs,
+                    codes,
+                    words,
+                    offsets,
+                    widths,
+                    lasts,
+                    cwords,
+                    coffsets,
+                    cwidths,
+                )
                 continue
-            span, top, _ = _add(window_scores, window_seen, window_slots, False, start, stop, weights, table,
-                                base, first, endb, dfs, blk, pos, cnt, docs, codes, words, offsets, widths,
-                                lasts, cwords, coffsets, cwidths)
+            span, top, _ = _add(
+                window_scores,
+                window_seen,
+                window_slots,
+                False,
+                start,
+                stop,
+                weights,
+                table,
+                base,
+                first,
+                endb,
+                dfs,
+                blk,
+                pos,
+                cnt,
+                docs,
+                codes,
+                words,
+                offsets,
+                widths,
+                lasts,
+                cwords,
+                coffsets,
+                cwidths,
+            )
             if top >= threshold:
                 _scan_window(window_scores, span, start, heap_scores, heap_docs, k)
                 threshold = heap_scores[0]
             else:
                 window_scores[:span] = 0.0
             continue
-        _, _, hits = _add(window_scores, window_seen, window_slots, True, start, stop, weights, table, base,
-                          first, endb, dfs, blk, pos, cnt, docs, codes, words, offsets, widths, lasts, cwords,
-                          coffsets, cwidths)
+        _, _, hits = _add(
+            window_scores,
+            window_seen,
+            window_slots,
+            True,
+            start,
+            stop,
+            weights,
+            table,
+            base,
+            first,
+            endb,
+            dfs,
+            blk,
+            pos,
+            cnt,
+            docs,
+            codes,
+            words,
+            offsets,
+            widths,
+            lasts,
+            cwords,
+            coffsets,
+            cwidths,
+        )
         for h in range(hits):
             slot = window_slots[h]
             score = window_scores[slot]
@@ -230,15 +407,38 @@ def block_top_k(indptr, term_blocks, words, offsets, widths, lasts, cwords, coff
 
 
 @njit(nogil=True, cache=True)
-def block_top_k_kept(indptr, term_blocks, words, offsets, widths, lasts, cwords, coffsets, cwidths, maxima, table,
-                     bases, terms, weights, k, prune, window_scores, window_seen, window_slots, kept_scores,
-                     kept_docs, out_docs, out_scores):
+def block_top_k_kept(
+    indptr,
+    term_blocks,
+    words,
+    offsets,
+    widths,
+    lasts,
+    cwords,
+    coffsets,
+    cwidths,
+    maxima,
+    table,
+    bases,
+    terms,
+    weights,
+    k,
+    prune,
+    window_scores,
+    window_seen,
+    window_slots,
+    kept_scores,
+    kept_docs,
+    out_docs,
+    out_scores,
+):
     """Top k of one query through a buffer (kernels.exhaustive_top_k_kept's algorithm); returns the count."""
     if len(terms) == 0 or k <= 0:
         return 0
     window = len(window_scores)
-    first, endb, dfs, base, blk, pos, cnt, docs, codes = _open(indptr, term_blocks, bases, terms, words, offsets,
-                                                               widths, lasts, cwords, coffsets, cwidths)
+    first, endb, dfs, base, blk, pos, cnt, docs, codes = _open(
+        indptr, term_blocks, bases, terms, words, offsets, widths, lasts, cwords, coffsets, cwidths
+    )
     count = 0
     threshold = -1.0
     threshold_bits = np.int64(0)
@@ -248,22 +448,88 @@ def block_top_k_kept(indptr, term_blocks, words, offsets, widths, lasts, cwords,
             break
         stop = start + window
         if threshold >= 0.0:
-            if prune and _bound(docs, pos, cnt, blk, endb, lasts, maxima, table, base, weights,
-                                stop) * BOUND_SLACK <= threshold:
-                _skip(stop, first, endb, dfs, blk, pos, cnt, docs, codes, words, offsets, widths, lasts, cwords,
-                      coffsets, cwidths)
+            if (
+                prune
+                and _bound(docs, pos, cnt, blk, endb, lasts, maxima, table, base, weights, stop) * BOUND_SLACK
+                <= threshold
+            ):
+                _skip(
+                    stop,
+                    first,
+                    endb,
+                    dfs,
+                    blk,
+                    pos,
+                    cnt,
+                    docs,
+                    codes,
+                    words,
+                    offsets,
+                    widths,
+                    lasts,
+                    cwords,
+                    coffsets,
+                    cwidths,
+                )
                 continue
-            span, top, _ = _add(window_scores, window_seen, window_slots, False, start, stop, weights, table,
-                                base, first, endb, dfs, blk, pos, cnt, docs, codes, words, offsets, widths,
-                                lasts, cwords, coffsets, cwidths)
+            span, top, _ = _add(
+                window_scores,
+                window_seen,
+                window_slots,
+                False,
+                start,
+                stop,
+                weights,
+                table,
+                base,
+                first,
+                endb,
+                dfs,
+                blk,
+                pos,
+                cnt,
+                docs,
+                codes,
+                words,
+                offsets,
+                widths,
+                lasts,
+                cwords,
+                coffsets,
+                cwidths,
+            )
             if top > threshold:
-                count = _keep_above(window_scores, span, start, threshold, threshold_bits, kept_scores,
-                                    kept_docs, count)
+                count = _keep_above(
+                    window_scores, span, start, threshold, threshold_bits, kept_scores, kept_docs, count
+                )
             window_scores[:span] = 0.0
         else:
-            _, _, hits = _add(window_scores, window_seen, window_slots, True, start, stop, weights, table, base,
-                              first, endb, dfs, blk, pos, cnt, docs, codes, words, offsets, widths, lasts, cwords,
-                              coffsets, cwidths)
+            _, _, hits = _add(
+                window_scores,
+                window_seen,
+                window_slots,
+                True,
+                start,
+                stop,
+                weights,
+                table,
+                base,
+                first,
+                endb,
+                dfs,
+                blk,
+                pos,
+                cnt,
+                docs,
+                codes,
+                words,
+                offsets,
+                widths,
+                lasts,
+                cwords,
+                coffsets,
+                cwidths,
+            )
             for h in range(hits):
                 slot = window_slots[h]
                 kept_scores[count] = window_scores[slot]
@@ -283,8 +549,30 @@ def block_top_k_kept(indptr, term_blocks, words, offsets, widths, lasts, cwords,
 
 
 @njit(nogil=True, cache=True)
-def block_batch(indptr, term_blocks, words, offsets, widths, lasts, cwords, coffsets, cwidths, maxima, table,
-                bases, query_ptr, terms, weights, k, prune, window, large_k, out_docs, out_scores, out_counts):
+def block_batch(
+    indptr,
+    term_blocks,
+    words,
+    offsets,
+    widths,
+    lasts,
+    cwords,
+    coffsets,
+    cwidths,
+    maxima,
+    table,
+    bases,
+    query_ptr,
+    terms,
+    weights,
+    k,
+    prune,
+    window,
+    large_k,
+    out_docs,
+    out_scores,
+    out_counts,
+):
     """Top k of query q ([query_ptr[q], query_ptr[q + 1]) of terms/weights) into row q: block_top_k below
     large_k, block_top_k_kept from it on (the same results). prune[q]: whether query q skips windows."""
     window_scores = np.zeros(window)
@@ -295,11 +583,52 @@ def block_batch(indptr, term_blocks, words, offsets, widths, lasts, cwords, coff
     for q in range(len(query_ptr) - 1):
         a, b = query_ptr[q], query_ptr[q + 1]
         if k >= large_k:
-            out_counts[q] = block_top_k_kept(indptr, term_blocks, words, offsets, widths, lasts, cwords, coffsets,
-                                             cwidths, maxima, table, bases, terms[a:b], weights[a:b], k, prune[q],
-                                             window_scores, window_seen, window_slots, kept_scores, kept_docs,
-                                             out_docs[q], out_scores[q])
+            out_counts[q] = block_top_k_kept(
+                indptr,
+                term_blocks,
+                words,
+                offsets,
+                widths,
+                lasts,
+                cwords,
+                coffsets,
+                cwidths,
+                maxima,
+                table,
+                bases,
+                terms[a:b],
+                weights[a:b],
+                k,
+                prune[q],
+                window_scores,
+                window_seen,
+                window_slots,
+                kept_scores,
+                kept_docs,
+                out_docs[q],
+                out_scores[q],
+            )
         else:
-            out_counts[q] = block_top_k(indptr, term_blocks, words, offsets, widths, lasts, cwords, coffsets,
-                                        cwidths, maxima, table, bases, terms[a:b], weights[a:b], k, prune[q],
-                                        window_scores, window_seen, window_slots, out_docs[q], out_scores[q])
+            out_counts[q] = block_top_k(
+                indptr,
+                term_blocks,
+                words,
+                offsets,
+                widths,
+                lasts,
+                cwords,
+                coffsets,
+                cwidths,
+                maxima,
+                table,
+                bases,
+                terms[a:b],
+                weights[a:b],
+                k,
+                prune[q],
+                window_scores,
+                window_seen,
+                window_slots,
+                out_docs[q],
+                out_scores[q],
+            )
