@@ -124,9 +124,12 @@ def build_bm25s(corpus: Path, out: Path) -> dict:
 
 
 def build_tantivy(corpus: Path, out: Path) -> dict:
+    import shutil
+
     import tantivy
 
-    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out, ignore_errors=True)  # a new index, not documents added to an earlier one
+    out.mkdir(parents=True)
     start = time.perf_counter()
     schema = tantivy.SchemaBuilder()
     schema.add_text_field("id", stored=True, tokenizer_name="raw")
