@@ -1,7 +1,7 @@
 """Combining Runs: reciprocal-rank fusion, normalised linear interpolation, weighted sums.
 
 Pure functions work on Runs (`rrf`, `interpolate`) or on one query's rankings
-(`interpolate_ranking`); the stage classes (`RRF`, `Interpolate`,
+(`interpolate_ranking`, `with_tail`); the stage classes (`RRF`, `Interpolate`,
 `WeightedSum`) compose stages, e.g. `Interpolate(bm25, dense, weight=0.3)(queries)`.
 A document missing from one run contributes nothing from that run (RRF) or
 that run's normalised minimum, 0 (interpolation). Ties are broken by doc id
@@ -58,6 +58,22 @@ def minmax_scores(scores: Sequence[float]) -> list[float]:
 def minmax(hits: Sequence[tuple[str, float]]) -> dict[str, float]:
     """Scores of one ranking scaled to [0, 1] (all 1.0 when every score is equal)."""
     return dict(zip((d for d, _ in hits), minmax_scores([s for _, s in hits])))
+
+
+def with_tail(head: Ranking, hits: Sequence[tuple[str, float]]) -> Ranking:
+    """`head` (a reranking of the top of `hits`), then the rest of `hits` in their order.
+
+    The rest score below `head`'s lowest score: the i-th of them (from 1) gets that score minus i,
+    which keeps their order exactly as the first stage ranked them (ties included). How every
+    reranker keeps what the first stage knew below its depth: a cascade's result is never shorter
+    than its first stage's.
+    """
+    seen = {d for d, _ in head}
+    tail = [d for d, _ in hits if d not in seen]
+    if not tail:
+        return list(head)
+    floor = min((s for _, s in head), default=0.0)
+    return [*head, *((d, floor - i) for i, d in enumerate(tail, 1))]
 
 
 def interpolate_ranking(first: Ranking, second: Ranking, weight: float) -> Ranking:
