@@ -43,6 +43,15 @@ def _as_model(model: LateModel | str | Path | None, threads: int | None,
     return LateModel(model, threads=threads, precision=precision)
 
 
+def reranked(hits: Sequence[tuple[str, float]], scores: Sequence[float], weight: float) -> Ranking:
+    """One query's ranking from its first-stage `hits` and the MaxSim `scores` of its top len(scores):
+    those fused with their first-stage scores (`weight` on the first stage; 0: MaxSim alone), then
+    the rest of `hits` in their order. The stage's arithmetic, also used by eval/bench_neural.py."""
+    top = list(hits[:len(scores)])
+    late = rank(zip((d for d, _ in top), scores))
+    return with_tail(late if weight == 0 else interpolate_ranking(top, late, weight), hits)
+
+
 class LateReranker(Stage):
     """Rerank a Run's top `depth` hits per query by MaxSim fused with the first stage's scores (a stage
     that needs a run), the hits below `depth` after them; keep `hits`.
@@ -117,9 +126,7 @@ class LateReranker(Stage):
             raise InputError("empty query text")
         scores = self.score(query, [d for d, _ in top], None if texts is None else texts[:self.depth],
                             encoded)
-        late = rank(zip((d for d, _ in top), scores.tolist()))
-        fused = late if self.interpolate == 0 else interpolate_ranking(top, late, self.interpolate)
-        ranked = with_tail(fused, hits)
+        ranked = reranked(hits, scores.tolist(), self.interpolate)
         return ranked[:self.hits] if self.hits else ranked
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:

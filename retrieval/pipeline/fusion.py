@@ -2,7 +2,8 @@
 
 Pure functions work on Runs (`rrf`, `interpolate`) or on one query's rankings
 (`interpolate_ranking`, `with_tail`); the stage classes (`RRF`, `Interpolate`,
-`WeightedSum`) compose stages, e.g. `Interpolate(bm25, dense, weight=0.3)(queries)`.
+`WeightedSum`) compose stages, e.g. `Interpolate(bm25, dense, weight=0.3)(queries)`,
+and `Rescore(stage, depth)` rescores a given run's top `depth`, the rest after.
 A document missing from one run contributes nothing from that run (RRF) or
 that run's normalised minimum, 0 (interpolation). Ties are broken by doc id
 like every Run. Min-max normalisation is written once, in `minmax_scores`.
@@ -182,6 +183,29 @@ class WeightedSum(Stage):
                 fused.append((d, total))
             out[q] = fused
         return _cut(Run(out), self.hits)
+
+
+class Rescore(Stage):
+    """A stage rescoring only the top `depth` hits of the run it is given, the rest kept after them.
+
+    Given a run, `stage` rescores each query's top `depth` (`stage(queries, run.cut(depth))`) and the
+    hits below follow in their order (`with_tail`), so the result is as long as the run: e.g.
+    `bm25 >> Rescore(qld, depth=100)` is query likelihood over BM25's top 100, then BM25's 101st to
+    1000th. Without a run, the stage searches as it would alone.
+    """
+
+    def __init__(self, stage: Stage, depth: int):
+        params.check(depth=depth)
+        if depth is None:
+            raise InputError("Rescore needs a depth")
+        self.stage, self.depth = stage, depth
+
+    def __call__(self, queries: Queries, run: Run | None = None) -> Run:
+        if run is None:
+            return self.stage(queries)
+        params.check_run(run, queries)
+        top = self.stage(queries, run.cut(self.depth))
+        return Run({q: with_tail(top.get(q, []), hits) for q, hits in run.items()})
 
 
 def tune_weight(run_a: Run, run_b: Run, qrels: dict[str, dict[str, int]],
