@@ -94,7 +94,7 @@ PRECISIONS = (precisions.AUTO, *precisions.ENCODER_PRECISIONS)
 # follow in their order. Both chosen by validation on the bundled judged collections other than SciFact
 # test (eval/bench_neural.py; eval/results/neural.md, docs/design/late-interaction.md).
 RERANK_DEPTH = 100
-LATE_WEIGHT = 0.5
+LATE_WEIGHT = 0.3
 
 PARAMS: dict[str, Param] = {p.name: p for p in (
     _counter("hits", 1000, "results per query"),
