@@ -161,6 +161,32 @@ def _hybrid(index: AnyIndex, **v: Any) -> Stage:
     return Interpolate(sparse, dense, weight=v["weight"], depth=depth, hits=v["hits"])
 
 
+def _qrels(v: dict[str, Any]) -> Any:
+    from retrieval.collections import load_qrels
+
+    return load_qrels(v["qrels"]) if v["qrels"] is not None else None
+
+
+def _rocchio(index: AnyIndex, **v: Any) -> Stage:
+    """BM25, then Rocchio feedback (pseudo, or explicit with qrels), searched again."""
+    from retrieval.sparse.rankers import BM25
+    from retrieval.sparse.rocchio import Rocchio
+
+    bm25 = BM25(index, k1=v["k1"], b=v["b"], hits=v["hits"], threads=v["threads"])
+    return Rocchio(bm25, fb_docs=v["fb_docs"], fb_terms=v["fb_terms"], alpha=v["alpha"], beta=v["beta"],
+                   gamma=v["gamma"], qrels=_qrels(v))
+
+
+def _dense_rocchio(index: AnyIndex, **v: Any) -> Stage:
+    """Dense retrieval, then the query vector moved by Rocchio feedback, searched again."""
+    from retrieval.dense.rocchio import DenseRocchio
+
+    dense = build("dense", index, hits=v["hits"], encoder=v["encoder"], precision=v["precision"],
+                  threads=v["threads"])
+    return DenseRocchio(dense, fb_docs=v["fb_docs"], alpha=v["alpha"], beta=v["beta"], gamma=v["gamma"],
+                        qrels=_qrels(v))
+
+
 def _late(index: AnyIndex, **v: Any) -> Stage:
     from retrieval.late import LateReranker
 
@@ -171,6 +197,7 @@ def _late(index: AnyIndex, **v: Any) -> Stage:
 # ---------------------------------------------------------------- the registry
 
 SPARSE = ("hits", "threads") + FEEDBACK
+ROCCHIO = ("fb_docs", "alpha", "beta", "gamma", "qrels")
 NEURAL = ("hits", "threads", "encoder", "precision")
 
 RANKERS: dict[str, Ranker] = {r.name: r for r in (
@@ -183,6 +210,10 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
            {"native": _native_dense, "sharded": _sharded_dense}, needs_parts=("dense",)),
     Ranker("hybrid", "BM25 fused with dense", NEURAL + ("depth", "k1", "b", "weight", "fusion", "rrf_k"),
            {"native": _hybrid, "sharded": _hybrid}, defaults={"depth": 1000}, needs_parts=("dense",)),
+    Ranker("rocchio", "BM25 with Rocchio feedback (pseudo, or explicit from qrels)",
+           ("k1", "b", "hits", "threads", "fb_terms") + ROCCHIO, {"native": _rocchio}),
+    Ranker("dense_rocchio", "dense retrieval with Rocchio feedback on the query vector (vector PRF)",
+           NEURAL + ROCCHIO, {"native": _dense_rocchio}, needs_parts=("dense",)),
     Ranker("late", "late-interaction (MaxSim) reranker of a run's top `depth`",
            ("hits", "threads", "precision", "depth", "checkpoint", "interpolate"),
            {"native": _late, "sharded": _late}, defaults={"depth": RERANK_DEPTH}, needs_run=True),

@@ -105,6 +105,18 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     _counter("fb_docs", 10, "RM3 feedback documents"),
     _counter("fb_terms", 10, "RM3 feedback terms"),
     _weight("original_weight", 0.5, "RM3 weight of the original query"),
+    _real("alpha", 1.0, "Rocchio: weight of the original query", _at_least(0.0), "a finite number >= 0"),
+    _real("beta", 0.75, "Rocchio: weight of the (pseudo-)relevant documents' centroid", _at_least(0.0),
+          "a finite number >= 0"),
+    _real("gamma", 0.0, "Rocchio: weight of the non-relevant documents' centroid (pseudo: the first"
+          " ranking's last fb_docs; with qrels: the judged non-relevant of the top fb_docs)",
+          _at_least(0.0), "a finite number >= 0"),
+    Param("qrels", str, None, "Rocchio: explicit feedback from these judgements (collection name,"
+          " NAME:split or a file): the judged documents among the first ranking's top fb_docs",
+          path=True),
+    _counter("features_depth", 100, "features: candidates per query whose features are computed"),
+    Param("feature_set", str, "all", "features: which scorers (all, or names joined by '+', e.g."
+          " bm25+qld+dense)"),
     _weight("weight", 0.5, "weight of normalised BM25 against dense"),
     Param("fusion", str, "interpolate", "min-max interpolation or reciprocal-rank fusion",
           choices=("interpolate", "rrf")),
