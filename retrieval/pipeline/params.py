@@ -114,9 +114,10 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("qrels", str, None, "Rocchio: explicit feedback from these judgements (collection name,"
           " NAME:split or a file): the judged documents among the first ranking's top fb_docs",
           path=True),
-    _counter("features_depth", 100, "features: candidates per query whose features are computed"),
-    Param("feature_set", str, "all", "features: which scorers (all, or names joined by '+', e.g."
-          " bm25+qld+dense)"),
+    Param("feature_set", str, "all", "features: which scorers (all: those the index has parts for; or"
+          " names joined by '+' from bm25, qld, qljm, rm3, dense, late)"),
+    Param("cache", str, None, "features: a directory keeping computed features, one LETOR file per"
+          " index, queries, candidates and feature set", path=True, keyed=False),
     _weight("weight", 0.5, "weight of normalised BM25 against dense"),
     Param("fusion", str, "interpolate", "min-max interpolation or reciprocal-rank fusion",
           choices=("interpolate", "rrf")),
@@ -127,8 +128,8 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
           choices=PRECISIONS),
     _counter("ef_search", None, "HNSW: ef at search time (default: the index's, set when it was built)"),
     _counter("nprobe", None, "IVF-PQ: lists probed (default: the index's, set when it was built)"),
-    Param("checkpoint", str, None, "zero-shot or a checkpoint .safetensors (default: the "
-          "committed checkpoint)", path=True),
+    Param("checkpoint", str, None, "late: zero-shot or a checkpoint .safetensors (default: the "
+          "committed checkpoint); ltr: the trained model's directory", path=True),
     _weight("interpolate", None, "score = W * minmax(first stage) + (1 - W) * minmax(MaxSim) "
             "(default: MaxSim only)"),
     _counter("passages", 5, "passages read per question"),
