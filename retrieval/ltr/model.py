@@ -4,8 +4,9 @@ A model is a directory:
 
 - `model.json`: the kind (`lambdamart` or `linear`), the feature names it was
   trained on (in its column order), the normalisation (per-query and global
-  statistics), the linear weights, the settings and the validation figures that
-  chose them, and the feature importances;
+  statistics) and the linear weights;
+- `training.json`: the settings, the validation figures that chose them and the
+  feature importances;
 - `model.txt`: LightGBM's own text model format (LambdaMART only).
 
 Normalisation, so that scales transfer across collections: each document
@@ -119,19 +120,15 @@ class LTRModel:
     def save(self, path: str | Path) -> None:
         """Write the model directory atomically (JSON and LightGBM's text format; no pickle)."""
         meta = {"kind": self.kind, "features": list(self.names), "normalisation": self.normalisation,
-                "query_stats": {k: list(v) for k, v in self.stats.items()}, "weights": self.weights,
-                "importances": self.importances(), **self.info}
-        files = {"model.json": (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode()}
+                "query_stats": {k: list(v) for k, v in self.stats.items()}, "weights": self.weights}
+        training = {"importances": self.importances(), **self.info}
+        files = {"model.json": (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode(),
+                 "training.json": (json.dumps(training, indent=2, sort_keys=True) + "\n").encode()}
         if self.kind == "lambdamart":
             files["model.txt"] = self.booster.model_to_string().encode()
-        with storage.atomic_directory(Path(path), ours=_ours) as tmp:
+        with storage.atomic_directory(Path(path), ours=storage.is_model_dir) as tmp:
             for name, data in files.items():
                 (tmp / name).write_bytes(data)
-
-
-def _ours(path: Path) -> bool:
-    """A model directory this package wrote (or an empty one)."""
-    return (path / "model.json").is_file() or (path.is_dir() and not any(path.iterdir()))
 
 
 def load_model(path: str | Path) -> LTRModel:
@@ -151,8 +148,11 @@ def load_model(path: str | Path) -> LTRModel:
             booster = lightgbm.Booster(model_str=(path / "model.txt").read_text())
         except OSError as e:
             raise InputError(f"cannot read the LightGBM model: {e.strerror}", path / "model.txt") from None
-    info = {k: v for k, v in meta.items()
-            if k not in ("kind", "features", "normalisation", "query_stats", "weights", "importances")}
+    try:
+        info = json.loads((path / "training.json").read_text())
+    except (OSError, ValueError):
+        info = {}
+    info.pop("importances", None)
     return LTRModel(meta["kind"], tuple(meta["features"]), meta["normalisation"],
                     {k: (float(a), float(b)) for k, (a, b) in meta["query_stats"].items()},
                     meta.get("weights"), booster, info)

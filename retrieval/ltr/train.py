@@ -95,14 +95,12 @@ def fit(kind: str, settings: Mapping[str, Any], names: Sequence[str], runs: Sequ
                   "feature_fraction": 1.0, "lambda_l2": 1.0, "max_bin": 255, "num_threads": 1,
                   "deterministic": True, "force_row_wise": True, "seed": 0, "verbose": -1,
                   "metric": "ndcg", "eval_at": [10]}
-    train_set = lightgbm.Dataset(x, y, group=groups if objective != "regression" else None,
+    train_set = lightgbm.Dataset(x, y, group=groups,
                                  feature_name=list(names), free_raw_data=False)
     callbacks, valid_sets = [], []
     if valid_runs and trees is None:
         vx, vy, vgroups = design(valid_runs, valid_qrels, names, how, stats)
         valid_sets = [lightgbm.Dataset(vx, vy, group=vgroups, reference=train_set)]
-        if objective == "regression":  # the ndcg metric needs groups on the training set too
-            lgb_params["metric"] = "l2"
         callbacks = [lightgbm.early_stopping(EARLY_STOPPING, first_metric_only=True, verbose=False)]
     booster = lightgbm.train(lgb_params, train_set, num_boost_round=trees or MAX_TREES,
                              valid_sets=valid_sets, callbacks=callbacks)
