@@ -19,6 +19,8 @@ validation on those training collections: each setting of the grid is trained
 on two of them and scored (nDCG@10, every judged query) on the third, in turn;
 the best mean over the three wins, and the number of trees is the median of its
 early-stopping points. The final model is then trained on all three with it.
+LambdaMART's `base` setting boosts its trees from `base` times the normalised
+first-stage (hybrid) score instead of from 0 (retrieval/ltr/model.py).
 X's judgements are never seen. nDCG@10 and MAP, each system against the
 hybrid by paired t-test and Wilcoxon (Holm over the systems of a table), per
 collection and over the pooled queries of the four.
@@ -53,7 +55,7 @@ BASELINE = "hybrid"
 SINGLE = ("bm25", "qld", "bm25+rm3", "rocchio", "dense", "dense_rocchio", "late")
 GRIDS = {  # nested-validated; few leaves, many rows per leaf: strong regularisation
     "lambdamart": {"objective": ("lambdarank", "rank_xendcg", "regression"), "num_leaves": (3, 7),
-                   "min_data_in_leaf": (100,), "normalisation": ("minmax", "zscore")},
+                   "min_data_in_leaf": (100,), "normalisation": ("minmax", "zscore"), "base": (0.0, 1.0, 4.0)},
     "linear": {"l2": (0.1, 10.0, 1000.0), "normalisation": ("minmax", "zscore")},
 }
 LABELS = {"lambdamart": "LTR LambdaMART", "linear": "LTR linear"}

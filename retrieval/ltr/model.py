@@ -9,6 +9,11 @@ A model is a directory:
   feature importances;
 - `model.txt`: LightGBM's own text model format (LambdaMART only).
 
+LambdaMART may be boosted from the first stage: its trees then add to `base`
+times the normalised `first_score` (the hybrid's score, say) instead of to 0, so
+few, small trees reorder the first stage's ranking locally rather than replace
+it (LightGBM's init_score; `base` is a setting chosen on validation).
+
 Normalisation, so that scales transfer across collections: each document
 feature is scaled within its query's candidate list (`minmax` to [0, 1], or
 `zscore`); the query features (features.QUERY_FEATURES: the same for every
@@ -33,6 +38,7 @@ from retrieval.pipeline.stage import Stage
 from retrieval.types import Queries, Run
 
 KINDS = ("lambdamart", "linear")
+BASE_FEATURE = "first_score"
 NORMALISATIONS = ("minmax", "zscore", "none")
 
 
@@ -86,6 +92,15 @@ class LTRModel:
     weights: list[float] | None = None  # linear
     booster: Any = None  # lambdamart: a lightgbm.Booster
     info: dict[str, Any] = field(default_factory=dict)  # settings, validation, importances
+    base: float = 0.0  # lambdamart: the trees start from base * the normalised first-stage score
+
+    def base_scores(self, x: np.ndarray) -> np.ndarray:
+        """The scores the trees add to: `base` times the normalised `first_score` column (or 0)."""
+        if not self.base:
+            return np.zeros(len(x))
+        if BASE_FEATURE not in self.names:
+            raise InputError(f"a model boosted from the first stage needs the feature {BASE_FEATURE}")
+        return self.base * x[:, self.names.index(BASE_FEATURE)]
 
     def matrix(self, run: FeatureRun, qid: str) -> np.ndarray:
         """The query's normalised matrix in the model's column order."""
@@ -97,7 +112,7 @@ class LTRModel:
             return np.zeros(0)
         if self.kind == "linear":
             return x @ np.asarray(self.weights, dtype=np.float64)
-        return np.asarray(self.booster.predict(x, num_threads=1), dtype=np.float64)
+        return np.asarray(self.booster.predict(x, num_threads=1), dtype=np.float64) + self.base_scores(x)
 
     def rerank(self, run: FeatureRun, hits: int | None = None) -> Run:
         """Each query's candidates ordered by the model's score (ties by doc id)."""
@@ -120,7 +135,8 @@ class LTRModel:
     def save(self, path: str | Path) -> None:
         """Write the model directory atomically (JSON and LightGBM's text format; no pickle)."""
         meta = {"kind": self.kind, "features": list(self.names), "normalisation": self.normalisation,
-                "query_stats": {k: list(v) for k, v in self.stats.items()}, "weights": self.weights}
+                "query_stats": {k: list(v) for k, v in self.stats.items()}, "weights": self.weights,
+                "base": self.base}
         training = {"importances": self.importances(), **self.info}
         files = {"model.json": (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode(),
                  "training.json": (json.dumps(training, indent=2, sort_keys=True) + "\n").encode()}
@@ -155,7 +171,7 @@ def load_model(path: str | Path) -> LTRModel:
     info.pop("importances", None)
     return LTRModel(meta["kind"], tuple(meta["features"]), meta["normalisation"],
                     {k: (float(a), float(b)) for k, (a, b) in meta["query_stats"].items()},
-                    meta.get("weights"), booster, info)
+                    meta.get("weights"), booster, info, float(meta.get("base", 0.0)))
 
 
 class LTRStage(Stage):

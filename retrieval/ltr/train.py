@@ -5,7 +5,8 @@
 LambdaMART is LightGBM's gradient-boosted trees with a ranking objective:
 `lambdarank` (list-wise LambdaMART), `rank_xendcg` (list-wise cross-entropy) or
 `regression` (point-wise, on the grades); the number of trees by early
-stopping on the validation queries' nDCG@10. The linear model is a pair-wise
+stopping on the validation queries' nDCG@10; optionally boosted from the first
+stage's normalised score (`base`, model.py). The linear model is a pair-wise
 logistic ranker (RankNet's loss on a linear score, L2-regularised, fitted by
 scipy's L-BFGS). For either, each setting of GRIDS is trained and the one with
 the best validation nDCG@10 (our own evaluation, every judged validation query
@@ -32,7 +33,7 @@ MAX_TREES = 300
 EARLY_STOPPING = 30
 GRIDS: dict[str, dict[str, Sequence[Any]]] = {
     "lambdamart": {"objective": ("lambdarank", "rank_xendcg", "regression"), "num_leaves": (3, 7),
-                   "min_data_in_leaf": (50, 200), "normalisation": ("minmax", "zscore")},
+                   "min_data_in_leaf": (50, 200), "normalisation": ("minmax", "zscore"), "base": (0.0, 1.0)},
     "linear": {"l2": (0.01, 1.0, 100.0), "normalisation": ("minmax", "zscore")},
 }
 MAX_PAIRS = 2000  # per query, for the linear model's loss (drawn with a fixed seed)
@@ -90,24 +91,27 @@ def fit(kind: str, settings: Mapping[str, Any], names: Sequence[str], runs: Sequ
     import lightgbm
 
     objective = settings["objective"]
+    base = float(settings.get("base", 0.0))
+    start = LTRModel(kind, tuple(names), how, stats, base=base)
     lgb_params = {"objective": objective, "num_leaves": settings["num_leaves"],
                   "min_data_in_leaf": settings["min_data_in_leaf"], "learning_rate": 0.05,
                   "feature_fraction": 1.0, "lambda_l2": 1.0, "max_bin": 255, "num_threads": 1,
                   "deterministic": True, "force_row_wise": True, "seed": 0, "verbose": -1,
                   "metric": "ndcg", "eval_at": [10]}
-    train_set = lightgbm.Dataset(x, y, group=groups,
-                                 feature_name=list(names), free_raw_data=False)
+    train_set = lightgbm.Dataset(x, y, group=groups, feature_name=list(names), free_raw_data=False,
+                                 init_score=start.base_scores(x) if base else None)
     callbacks, valid_sets = [], []
     if valid_runs and trees is None:
         vx, vy, vgroups = design(valid_runs, valid_qrels, names, how, stats)
-        valid_sets = [lightgbm.Dataset(vx, vy, group=vgroups, reference=train_set)]
+        valid_sets = [lightgbm.Dataset(vx, vy, group=vgroups, reference=train_set,
+                                       init_score=start.base_scores(vx) if base else None)]
         callbacks = [lightgbm.early_stopping(EARLY_STOPPING, first_metric_only=True, verbose=False)]
     booster = lightgbm.train(lgb_params, train_set, num_boost_round=trees or MAX_TREES,
                              valid_sets=valid_sets, callbacks=callbacks)
     best = booster.best_iteration or booster.current_iteration()
     booster = lightgbm.Booster(model_str=booster.model_to_string(num_iteration=best))
     return LTRModel(kind, tuple(names), how, stats, booster=booster,
-                    info={"settings": dict(settings) | {"trees": best}})
+                    info={"settings": dict(settings) | {"trees": best}}, base=base)
 
 
 def _pairwise_logistic(x: np.ndarray, y: np.ndarray, groups: Sequence[int], l2: float) -> np.ndarray:
