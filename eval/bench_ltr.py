@@ -55,7 +55,8 @@ BASELINE = "hybrid"
 SINGLE = ("bm25", "qld", "bm25+rm3", "rocchio", "dense", "dense_rocchio", "late")
 GRIDS = {  # nested-validated; few leaves, many rows per leaf: strong regularisation
     "lambdamart": {"objective": ("lambdarank", "rank_xendcg", "regression"), "num_leaves": (3, 7),
-                   "min_data_in_leaf": (100,), "normalisation": ("minmax", "zscore"), "base": (0.0, 1.0, 4.0)},
+                   "min_data_in_leaf": (100,), "normalisation": ("minmax", "zscore"),
+                   "base": (0.0, 1.0, 4.0)},
     "linear": {"l2": (0.1, 10.0, 1000.0), "normalisation": ("minmax", "zscore")},
 }
 LABELS = {"lambdamart": "LTR LambdaMART", "linear": "LTR linear"}
