@@ -113,7 +113,7 @@ def _sharded_sparse(model: str) -> Builder:
 
 def sparse_builders(model: str) -> dict[str, Builder]:
     """The native and sharded builders of a model registered in index.impacts.SPARSE_MODELS; its
-    Ranker's parameters are the model's own plus SPARSE (hits, threads, RM3's), which they take."""
+    Ranker's parameters are the model's own plus SPARSE (hits, threads, RM3's, depth), which they take."""
     return {"native": _native_sparse(model), "sharded": _sharded_sparse(model)}
 
 
@@ -122,14 +122,21 @@ def _lucene_sparse(model: str) -> Builder:
         from retrieval.lucene import LuceneBM25, LuceneQLD
 
         common = {n: v[n] for n in FEEDBACK + ("hits", "threads")} | _model_params(model, v)
-        return (LuceneBM25 if model == "bm25" else LuceneQLD)(index, **common)
+        return _rescoring_depth((LuceneBM25 if model == "bm25" else LuceneQLD)(index, **common), v)
     return build
 
 
 def _feedback(rm3: type, stage: Stage, v: dict[str, Any]) -> Stage:
-    if not v["rm3"]:
-        return stage
-    return rm3(stage, fb_docs=v["fb_docs"], fb_terms=v["fb_terms"], original_weight=v["original_weight"])
+    if v["rm3"]:
+        stage = rm3(stage, fb_docs=v["fb_docs"], fb_terms=v["fb_terms"], original_weight=v["original_weight"])
+    return _rescoring_depth(stage, v)
+
+
+def _rescoring_depth(stage: Stage, v: dict[str, Any]) -> Stage:
+    """With `depth`, a sparse ranker given a run rescores its top `depth` and keeps the rest after."""
+    from retrieval.pipeline.fusion import Rescore
+
+    return stage if v.get("depth") is None else Rescore(stage, v["depth"])
 
 
 def _native_dense(index: AnyIndex, **v: Any) -> Stage:
@@ -219,7 +226,8 @@ def _features(index: AnyIndex, **v: Any) -> Stage:
         elif name == "dense":
             scorers[name] = build("dense", index, **common, encoder=v["encoder"], precision=v["precision"])
         else:
-            scorers[name] = build("late", index, **common, precision=v["precision"], depth=v["depth"])
+            scorers[name] = build("late", index, **common, precision=v["precision"], depth=v["depth"],
+                                  interpolate=0.0)  # the feature is MaxSim alone, not the fused default
     return FeatureStage(index, scorers, depth=v["depth"], cache=v["cache"])
 
 
@@ -240,7 +248,7 @@ def _late(index: AnyIndex, **v: Any) -> Stage:
 
 # ---------------------------------------------------------------- the registry
 
-SPARSE = ("hits", "threads") + FEEDBACK
+SPARSE = ("hits", "threads") + FEEDBACK + ("depth",)  # depth: given a run, rescore its top `depth` only
 ROCCHIO = ("fb_docs", "alpha", "beta", "gamma", "qrels")
 NEURAL = ("hits", "threads", "encoder", "precision")
 

@@ -89,7 +89,12 @@ def _counter(name: str, default: int | None, help: str, keyed: bool = True) -> P
 
 
 PRECISIONS = (precisions.AUTO, *precisions.ENCODER_PRECISIONS)
-RERANK_DEPTH = 100  # the late-interaction reranker's default depth (registry and LateReranker)
+# The late-interaction reranker's defaults (registry and LateReranker): it reranks a run's top RERANK_DEPTH
+# and fuses W * minmax(first stage) + (1 - W) * minmax(MaxSim), W = LATE_WEIGHT; the hits below the depth
+# follow in their order. Both chosen by validation on the bundled judged collections other than SciFact
+# test (eval/bench_neural.py; eval/results/neural.md, docs/design/late-interaction.md).
+RERANK_DEPTH = 100
+LATE_WEIGHT = 0.3
 
 PARAMS: dict[str, Param] = {p.name: p for p in (
     _counter("hits", 1000, "results per query"),
@@ -130,8 +135,8 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     _counter("nprobe", None, "IVF-PQ: lists probed (default: the index's, set when it was built)"),
     Param("checkpoint", str, None, "late: zero-shot or a checkpoint .safetensors (default: the "
           "committed checkpoint); ltr: the trained model's directory", path=True),
-    _weight("interpolate", None, "score = W * minmax(first stage) + (1 - W) * minmax(MaxSim) "
-            "(default: MaxSim only)"),
+    _weight("interpolate", LATE_WEIGHT, "score = W * minmax(first stage) + (1 - W) * minmax(MaxSim) "
+            "over the top `depth` (0: MaxSim only; default chosen on validation)"),
     _counter("passages", 5, "passages read per question"),
     _real("temperature", 0.05, "p(z|x) softmax temperature", _above(0.0), "a finite number > 0"),
     _real("bm25_weight", 0.0, "passage score = cos + W * BM25", _at_least(0.0), "a finite number >= 0"),
