@@ -31,7 +31,7 @@ WeightedQuery = list[tuple[int, float]]  # (term id, weight)
 METHODS = ("auto", "maxscore", "exhaustive", "blocks", "blockmax")
 # "exhaustive" (and "auto") scores every posting with kernels.exhaustive_batch over flat arrays: a packed
 # index's docnos and impact codes are decoded into memory once (6 bytes a posting, as the flat layout's
-# memory maps held), because scoring straight from the blocks was 1.25-2.2x slower on the Wikipedia
+# memory maps held), because scoring straight from the blocks was 1.2-1.7x slower on the Wikipedia
 # passages (eval/bench_real.py times both). "blocks" scores from the packed memory maps
 # (block_kernels, nothing decoded ahead: compact in memory too); "blockmax" does so skipping windows
 # whose block maxima cannot reach the k-th score. MaxScore (document at a time over the flat arrays)
