@@ -89,7 +89,7 @@ def _native_sparse(model: str) -> Builder:
         from retrieval.index.impacts import sparse_model
         from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood, SparseRanker
 
-        common = {"hits": v["hits"], "threads": v["threads"]}
+        common = {"hits": v["hits"], "threads": v["threads"], "filter": v["filter"]}
         if model == "bm25":
             stage: Stage = BM25(index, **common, **_model_params(model, v))
         elif model in ("qld", "qljm"):
@@ -101,10 +101,30 @@ def _native_sparse(model: str) -> Builder:
     return build
 
 
+def _no_filter(index: AnyIndex, v: dict[str, Any]) -> None:
+    """Filters run on single native indexes so far: refuse one elsewhere rather than ignore it."""
+    if v.get("filter") is not None:
+        raise InputError(f"filter is not supported on a {index.kind} index yet; search a single native"
+                         " index", index.path)
+
+
+def _fielded(name: str) -> Builder:
+    def build(index: AnyIndex, **v: Any) -> Stage:
+        from retrieval.sparse.fielded import BM25F, MultifieldBM25
+        from retrieval.sparse.rankers import RM3
+
+        common = {n: v[n] for n in ("k1", "b", "field_weights", "hits", "threads", "filter")}
+        stage = MultifieldBM25(index, **common) if name == "multifield" else BM25F(index, **common,
+                                                                                   field_b=v["field_b"])
+        return _feedback(RM3, stage, v) if name == "multifield" else stage
+    return build
+
+
 def _sharded_sparse(model: str) -> Builder:
     def build(index: AnyIndex, **v: Any) -> Stage:
         from retrieval.shards.rankers import ShardedRM3, ShardedSparse
 
+        _no_filter(index, v)
         stage = ShardedSparse(index, model, v["hits"], index.shard_backend(), v["threads"],
                               **_model_params(model, v))
         return _feedback(ShardedRM3, stage, v)
@@ -121,6 +141,7 @@ def _lucene_sparse(model: str) -> Builder:
     def build(index: AnyIndex, **v: Any) -> Stage:
         from retrieval.lucene import LuceneBM25, LuceneQLD
 
+        _no_filter(index, v)
         common = {n: v[n] for n in FEEDBACK + ("hits", "threads")} | _model_params(model, v)
         return (LuceneBM25 if model == "bm25" else LuceneQLD)(index, **common)
     return build
@@ -170,7 +191,7 @@ def _late(index: AnyIndex, **v: Any) -> Stage:
 
 # ---------------------------------------------------------------- the registry
 
-SPARSE = ("hits", "threads") + FEEDBACK
+SPARSE = ("hits", "threads", "filter") + FEEDBACK
 NEURAL = ("hits", "threads", "encoder", "precision")
 
 RANKERS: dict[str, Ranker] = {r.name: r for r in (
@@ -179,6 +200,10 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
     Ranker("qld", "query likelihood, Dirichlet smoothing", ("mu",) + SPARSE,
            sparse_builders("qld") | {"lucene": _lucene_sparse("qld")}),
     Ranker("qljm", "query likelihood, Jelinek-Mercer smoothing", ("lam",) + SPARSE, sparse_builders("qljm")),
+    Ranker("multifield", "Anserini's multifield BM25: per-field BM25 summed (index built with --fields)",
+           ("k1", "b", "field_weights") + SPARSE, {"native": _fielded("multifield")}),
+    Ranker("bm25f", "BM25F: field-weighted, per-field length-normalised tf, one saturation (--fields)",
+           ("k1", "b", "field_weights", "field_b", "hits", "threads", "filter"), {"native": _fielded("bm25f")}),
     Ranker("dense", "bi-encoder over the index's FAISS part", NEURAL + ("ef_search", "nprobe"),
            {"native": _native_dense, "sharded": _sharded_dense}, needs_parts=("dense",)),
     Ranker("hybrid", "BM25 fused with dense", NEURAL + ("depth", "k1", "b", "weight", "fusion", "rrf_k"),
