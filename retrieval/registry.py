@@ -157,12 +157,14 @@ def _native_dense(index: AnyIndex, **v: Any) -> Stage:
     from retrieval.dense import DenseRetriever
 
     return DenseRetriever(index, v["encoder"], hits=v["hits"], precision=v["precision"],
-                          threads=v["threads"], ef_search=v["ef_search"], nprobe=v["nprobe"])
+                          threads=v["threads"], ef_search=v["ef_search"], nprobe=v["nprobe"],
+                          filter=v["filter"])
 
 
 def _sharded_dense(index: AnyIndex, **v: Any) -> Stage:
     from retrieval.shards.rankers import ShardedDense
 
+    _no_filter(index, v)
     for name in ("ef_search", "nprobe"):
         if v[name] is not None:
             raise InputError(f"{name} is not supported on a sharded index (its dense parts are flat)")
@@ -173,10 +175,11 @@ def _hybrid(index: AnyIndex, **v: Any) -> Stage:
     """BM25 and dense, each to `depth`, fused: min-max interpolation (`weight` on BM25) or RRF."""
     from retrieval.pipeline.fusion import RRF, Interpolate
 
-    depth = v["depth"]
-    sparse = build("bm25", index, k1=v["k1"], b=v["b"], hits=depth, threads=v["threads"])
+    depth = v["depth"]  # a filter applies to both inputs: every fused document passes it
+    sparse = build("bm25", index, k1=v["k1"], b=v["b"], hits=depth, threads=v["threads"],
+                   filter=v["filter"])
     dense = build("dense", index, hits=depth, encoder=v["encoder"], precision=v["precision"],
-                  threads=v["threads"])
+                  threads=v["threads"], filter=v["filter"])
     if v["fusion"] == "rrf":
         return RRF(sparse, dense, rrf_k=v["rrf_k"], depth=depth, hits=v["hits"])
     return Interpolate(sparse, dense, weight=v["weight"], depth=depth, hits=v["hits"])
@@ -186,13 +189,13 @@ def _late(index: AnyIndex, **v: Any) -> Stage:
     from retrieval.late import LateReranker
 
     return LateReranker(index, v["checkpoint"], interpolate=v["interpolate"], depth=v["depth"],
-                        hits=v["hits"], threads=v["threads"], precision=v["precision"])
+                        hits=v["hits"], threads=v["threads"], precision=v["precision"], filter=v["filter"])
 
 
 # ---------------------------------------------------------------- the registry
 
 SPARSE = ("hits", "threads", "filter") + FEEDBACK
-NEURAL = ("hits", "threads", "encoder", "precision")
+NEURAL = ("hits", "threads", "encoder", "precision", "filter")
 
 RANKERS: dict[str, Ranker] = {r.name: r for r in (
     Ranker("bm25", "BM25 (Lucene's formula)", ("k1", "b") + SPARSE,
@@ -203,13 +206,14 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
     Ranker("multifield", "Anserini's multifield BM25: per-field BM25 summed (index built with --fields)",
            ("k1", "b", "field_weights") + SPARSE, {"native": _fielded("multifield")}),
     Ranker("bm25f", "BM25F: field-weighted, per-field length-normalised tf, one saturation (--fields)",
-           ("k1", "b", "field_weights", "field_b", "hits", "threads", "filter"), {"native": _fielded("bm25f")}),
+           ("k1", "b", "field_weights", "field_b", "hits", "threads", "filter"),
+           {"native": _fielded("bm25f")}),
     Ranker("dense", "bi-encoder over the index's FAISS part", NEURAL + ("ef_search", "nprobe"),
            {"native": _native_dense, "sharded": _sharded_dense}, needs_parts=("dense",)),
     Ranker("hybrid", "BM25 fused with dense", NEURAL + ("depth", "k1", "b", "weight", "fusion", "rrf_k"),
            {"native": _hybrid, "sharded": _hybrid}, defaults={"depth": 1000}, needs_parts=("dense",)),
     Ranker("late", "late-interaction (MaxSim) reranker of a run's top `depth`",
-           ("hits", "threads", "precision", "depth", "checkpoint", "interpolate"),
+           ("hits", "threads", "precision", "depth", "checkpoint", "interpolate", "filter"),
            {"native": _late, "sharded": _late}, defaults={"depth": RERANK_DEPTH}, needs_run=True),
 )}
 

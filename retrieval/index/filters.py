@@ -23,17 +23,20 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from retrieval.errors import InputError
 
-_TOKEN = re.compile(r"""\s*(?:(?P<num>-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)|(?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
-                      |(?P<op>==|!=|<=|>=|=|<|>)|(?P<punct>[()\[\],])|(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*))""",
-                    re.X)
+_TOKEN = re.compile(r"""\s*(?:
+    (?P<num>-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)
+    |(?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
+    |(?P<op>==|!=|<=|>=|=|<|>)
+    |(?P<punct>[()\[\],])
+    |(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*))""", re.X)
 _KEYWORDS = ("and", "or", "not", "in", "true", "false")
-Value = Union[float, str]
+Value = float | str
 
 
 @dataclass(frozen=True)
@@ -310,3 +313,22 @@ def allow_mask(value: Any, index: Any) -> np.ndarray | None:
     if spec.exclude:
         mask[[docno[d] for d in spec.exclude if d in docno]] = False
     return mask.astype(np.uint8)
+
+
+def passing_ids(value: Any, index: Any) -> frozenset[str] | None:
+    """The doc ids a filter lets through on a native index (None for no filter)."""
+    mask = allow_mask(value, index)
+    if mask is None:
+        return None
+    return frozenset(np.asarray(index.doc_id_list, dtype=object)[mask != 0].tolist())
+
+
+def keep_passing(run: Any, value: Any, index: Any) -> Any:
+    """A Run without the hits a filter drops (order and scores kept): how a reranker given a
+    filter treats its input run, so that no failing document comes out of it."""
+    from retrieval.types import Run
+
+    ids = passing_ids(value, index)
+    if ids is None:
+        return run
+    return Run({q: [(d, s) for d, s in run[q] if d in ids] for q in run}, presorted=True)

@@ -21,8 +21,8 @@ import numpy as np
 from tqdm import tqdm
 
 from retrieval.errors import InputError, UnknownDocument
-from retrieval.index.impacts import BM25Model, DirichletModel, JelinekMercerModel, impacts_for
 from retrieval.index.filters import allow_mask, as_filter
+from retrieval.index.impacts import BM25Model, DirichletModel, JelinekMercerModel, impacts_for
 from retrieval.index.native import Index, native_index
 from retrieval.pipeline import params
 from retrieval.pipeline.params import default
