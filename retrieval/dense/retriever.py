@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
@@ -93,6 +94,13 @@ class DenseRetriever(Stage):
         if self.query_encoder is not None:
             return self.query_encoder.encode(texts)
         return self.encoder.encode(texts, desc="encoding queries")
+
+    def with_filter(self, filter: object) -> DenseRetriever:
+        """This retriever searching only the documents `filter` passes, sharing its loaded model."""
+        other = copy.copy(self)
+        other.filter = as_filter(filter)
+        other.__dict__.pop("row_allow", None)
+        return other
 
     @cached_property
     def row_allow(self) -> np.ndarray | None:

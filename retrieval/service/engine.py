@@ -142,17 +142,26 @@ class Engine:
         return specs
 
     def search(self, query: str, pipeline: Any = "bm25", k: int = 10, include: list[str] | None = None,
-               exclude: list[str] | None = None, deadline: float | None = None) -> dict[str, Any]:
+               exclude: list[str] | None = None, deadline: float | None = None,
+               filter: str | None = None) -> dict[str, Any]:
         """The top k for one query with highlighted snippets.
 
-        `include` / `exclude` filter doc ids after the first stage and before any cut: the first
-        stage is asked for enough results that the filtered top k (and the next stage's
-        candidates) are exactly what searching only the allowed documents would give.
+        `filter` (a metadata expression, index/filters.py) and `include` / `exclude` (doc ids)
+        keep only the documents passing them. A first stage that filters inside its top k
+        (sparse and dense stages on a single native index) is given them; on other indexes,
+        include/exclude filter the first stage's results before any cut, the first stage being
+        asked for enough results that the filtered top k (and the next stage's candidates) are
+        exactly what searching only the allowed documents would give.
         """
         check_text(query, "query")
         check_count(k, "k", MAX_HITS)
         for name, ids in (("include", include), ("exclude", exclude)):
             check_ids(ids, name)
+        if filter is not None:
+            check_text(filter, "filter")
+            from retrieval.index.filters import parse_filter
+
+            parse_filter(filter)
         specs = self._specs(pipeline)
         refuse_feedback(specs[1:], "after the first stage (it would ignore include and exclude)")
         start = time.perf_counter()
@@ -160,13 +169,36 @@ class Engine:
             head, rest = specs[0], specs[1:]
             needed = head.cutoff or (head.params.get("hits", default("hits")) if rest else k)
             queries = Queries({"q": query})
-            first = self._built([first_stage_for(head, hits_for(index, needed, include, exclude))])
-            ranking = filtered(first(queries).get("q", []), include, exclude)[:head.cutoff or None]
+            first = self._filtering(index, head, needed, filter, include, exclude)
+            if first is None:
+                if filter is not None:
+                    raise InputError("filter needs a first stage that filters (bm25, qld, qljm, multifield,"
+                                     " bm25f, dense) on a single native index")
+                first = self._built([first_stage_for(head, hits_for(index, needed, include, exclude))])
+                ranking = filtered(first(queries).get("q", []), include, exclude)[:head.cutoff or None]
+            else:
+                ranking = first(queries).get("q", [])[:head.cutoff or None]
             if rest:
                 ranking = run_stages(self._built(rest), queries, Run({"q": ranking}), deadline).get("q", [])
             results = [self._hit(index, rank, d, s, query) for rank, (d, s) in enumerate(ranking[:k], 1)]
         return {"query": query, "pipeline": pipeline, "k": k, "results": results,
                 "took_ms": round(1000 * (time.perf_counter() - start), 2)}
+
+    def _filtering(self, index: Any, head: StageSpec, needed: int, expression: str | None,
+                   include: list[str] | None, exclude: list[str] | None) -> Any:
+        """The first stage searching only the documents passing the filters, inside its top k
+        (None when the stage or the index cannot, or there is nothing to filter)."""
+        if expression is None and include is None and not exclude:
+            return None
+        if getattr(index, "kind", None) != "native":
+            return None
+        built = self._built([first_stage_for(head, needed)])
+        stage = built.stages[0] if len(built.stages) == 1 else None
+        if not hasattr(stage, "with_filter"):
+            return None
+        from retrieval.index.filters import Filter
+
+        return stage.with_filter(Filter(expression, include, exclude))
 
     def rerank(self, query: str, candidates: list[str], pipeline: Any = "late",
                k: int | None = None, deadline: float | None = None) -> dict[str, Any]:

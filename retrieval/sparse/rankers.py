@@ -10,6 +10,7 @@ naming it), as by every stage (pipeline/stage.py).
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -67,6 +68,14 @@ class SparseRanker(Stage):
         self.hits = hits
         self.threads = threads
         self._warned: set[str] = set()
+
+    def with_filter(self, filter: object) -> SparseRanker:
+        """This ranker searching only the documents `filter` passes (an expression, a Filter or None),
+        sharing its loaded impacts: how one built stage serves requests with different filters."""
+        other = copy.copy(self)
+        other.filter = as_filter(filter)
+        other.__dict__.pop("allow", None)
+        return other
 
     @cached_property
     def allow(self) -> np.ndarray | None:
@@ -214,6 +223,12 @@ class RM3(Stage):
         alpha = self.original_weight
         return {t: alpha * query.get(t, 0.0) + (1 - alpha) * model.get(t, 0.0)
                 for t in set(query) | set(model)}
+
+    def with_filter(self, filter: object) -> RM3:
+        """RM3 around the ranker filtered (feedback documents pass the filter too)."""
+        other = copy.copy(self)
+        other.ranker = self.ranker.with_filter(filter)
+        return other
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
         params.check_queries(queries)
