@@ -230,6 +230,11 @@ def build(name: str, index: AnyIndex | Any, **params: Any) -> Stage:
     from retrieval.index.kinds import open_index
 
     entry = ranker(name)
+    if params.get("filter") is not None and not isinstance(params["filter"], str):
+        from retrieval.index.filters import as_filter
+
+        given = as_filter(params["filter"])  # a Filter (or a dict of one): as its expression
+        params = {**params, "filter": None if given is None else given.to_expression()}
     values = entry.resolve(params)  # before opening anything
     index = open_index(index)
     if index.kind not in entry.builders:

@@ -19,6 +19,7 @@ enter the top k, and that dense search, fusion and reranking test the same way.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -194,6 +195,17 @@ class Filter:
     @property
     def empty(self) -> bool:
         return self.expression is None and self.include is None and not self.exclude
+
+    def to_expression(self) -> str:
+        """The same filter as one expression (`id in [...]` for the lists): how it travels as a
+        ranker parameter (a string, like every other)."""
+        parts = [f"({self.expression})"] if self.expression is not None else []
+        quoted = lambda ids: ", ".join(json.dumps(d, ensure_ascii=False) for d in ids)  # noqa: E731
+        if self.include is not None:
+            parts.append(f"id in [{quoted(self.include)}]" if self.include else "id = \"\"")
+        if self.exclude:
+            parts.append(f"not id in [{quoted(self.exclude)}]")
+        return " and ".join(parts)
 
 
 def as_filter(value: Any) -> Filter | None:

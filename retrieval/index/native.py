@@ -97,6 +97,8 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
             "parts": {"inverted": {"built": storage.now(), "stats": stats,
                                    "files": storage.checksum_tree(tmp / "inverted", "inverted/")}},
         }
+        if fields:
+            manifest["fields"] = fields  # in the order given (parts are stored sorted by name)
         for name, field_stat in field_stats.items():
             part = f"{FIELD_PART}{name}"
             manifest["parts"][part] = {"built": storage.now(), "stats": field_stat, "field": name,
@@ -241,7 +243,12 @@ class Index:
     @property
     def fields(self) -> list[str]:
         """The fields indexed apart (`retrieval index --fields`), in build order; [] for a flat index."""
-        return [p["field"] for name, p in self.parts.items() if name.startswith(FIELD_PART)]
+        fields = self.manifest.get("fields", [])
+        if not isinstance(fields, list) or sorted(f"{FIELD_PART}{f}" for f in fields) != sorted(
+                p for p in self.parts if p.startswith(FIELD_PART)):
+            raise InputError("the manifest's fields do not match its field parts; rebuild the index",
+                             self.path / storage.MANIFEST)
+        return list(fields)
 
     def field_index(self, name: str) -> InvertedIndex:
         """The inverted part of one field (same docnos as the flat part); InputError naming the
