@@ -208,7 +208,8 @@ def test_bm25f_matches_its_formula(random_index):
                     matched |= c > 0
                     ql = float(quantised_lengths(np.array([len(fields[f][i])], dtype=np.int32))[0])
                     tf += w * c / (1 - bs[f] + bs[f] * ql / avg[f])
-                score += analyse(text).count(term) * math.log(1 + (n - df + 0.5) / (df + 0.5)) * tf / (k1 + tf)
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                score += analyse(text).count(term) * idf * tf / (k1 + tf)
             if matched:
                 expected[d.id] = score
         assert dict(got.get(q, [])) == {d: pytest.approx(s, rel=1e-9) for d, s in expected.items()}
