@@ -20,6 +20,7 @@ from retrieval.index.docstore import DocStore
 from retrieval.index.filters import Filter, allow_mask, parse_filter
 from retrieval.index.native import Index, build_index
 from retrieval.registry import build
+from retrieval.sparse import selective
 from retrieval.sparse.fielded import BM25F, MultifieldBM25
 from retrieval.types import Document, Queries
 
@@ -94,7 +95,7 @@ QUERIES = Queries({"1": "alpha beta", "2": "gamma", "3": "omega sigma alpha", "4
 
 
 @pytest.mark.parametrize("name", list(RANKERS))
-def test_filtered_top_k_equals_brute_force(random_index, name):
+def test_filtered_top_k_equals_brute_force(random_index, name, monkeypatch):
     index, docs = random_index
     meta = {d.id: d.metadata for d in docs}
     rng = random.Random(hash(name) % 1000)
@@ -102,7 +103,9 @@ def test_filtered_top_k_equals_brute_force(random_index, name):
     for _ in range(12):
         expression, passes = _random_filter(rng)
         for k in (1, 3, 10, 150):  # 150: the kernels' buffer path (k >= LARGE_K)
-            for method in ("exhaustive", "maxscore"):
+            # exhaustive kernels with the mask; MaxScore; the passing documents alone (selective.py)
+            for method, seek_cost in (("exhaustive", math.inf), ("maxscore", math.inf), ("exhaustive", 0.0)):
+                monkeypatch.setattr(selective, "SEEK_COST", seek_cost)
                 stage = RANKERS[name](index, hits=k, filter=expression)
                 inner = getattr(stage, "ranker", stage)
                 if not isinstance(inner, BM25F):  # BM25F scores with numpy, no kernel to choose
@@ -112,7 +115,7 @@ def test_filtered_top_k_equals_brute_force(random_index, name):
                     if name == "bm25+rm3":  # feedback comes from the filtered ranking: compare with
                         continue  # the filtered first stage below instead
                     expected = [(d, s) for d, s in full.get(q, []) if passes(meta[d])][:k]
-                    assert list(got.get(q, [])) == expected, (name, expression, k, method, q)
+                    assert list(got.get(q, [])) == expected, (name, expression, k, method, seek_cost, q)
                     assert all(passes(meta[d]) for d, _ in got.get(q, []))
                 if name == "bm25+rm3":
                     for q in QUERIES:

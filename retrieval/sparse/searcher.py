@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from retrieval.index.codebook import Impacts, from_values
 from retrieval.index.postings import InvertedIndex
-from retrieval.sparse import kernels
+from retrieval.sparse import kernels, selective
 
 WeightedQuery = list[tuple[int, float]]  # (term id, weight)
 METHODS = ("auto", "maxscore", "exhaustive")
@@ -143,11 +143,15 @@ class ImpactSearcher:
                     for a in (index.indptr, index.docnos, impacts.codes, impacts.table, impacts.bases)]
         maxima = kernels.readonly(np.asarray(self.max_impacts)) if method == "maxscore" else None
         allowed = None if allow is None else kernels.readonly(np.ascontiguousarray(allow, dtype=np.uint8))
+        passing = None if allow is None else kernels.readonly(np.flatnonzero(allowed).astype(np.int64))
 
         def kernel(query: tuple, out: tuple) -> None:
             """query: (query_ptr, terms, weights, k); out: (docs, scores, counts), filled in place."""
             if maxima is not None:
                 kernels.maxscore_batch(*postings, maxima, *query, index.num_docs, *out, allowed)
+            elif allowed is not None:  # the passing documents alone when few pass (selective.py)
+                selective.filtered_batch(*postings, *query, kernels.WINDOW, self.large_k, allowed, passing,
+                                         selective.SEEK_COST, *out)
             else:
                 kernels.exhaustive_batch(*postings, *query, kernels.WINDOW, self.large_k, *out, allowed)
         size = max(1, min(64, -(-len(queries) // max(1, threads))))
