@@ -227,9 +227,11 @@ def main() -> None:
            f" (../shared/tools/wiki_passages.py); {len(texts):,} title queries; synthetic metadata (seed 56):"
            " year 1970-2019, category of 20, tags. q/s: median of"
            f" {args.rounds} round-robin rounds, one thread, one query at a time (ours: the exhaustive"
-           " kernel, query analysis excluded, as bm25s's tokenisation and tantivy's parsing are; tantivy"
+           " kernel, or the passing documents alone where cheaper (sparse/selective.py); query"
+           " analysis excluded, as bm25s's tokenisation and tantivy's parsing are; tantivy"
            " returns doc addresses, not ids). bm25s multiplies scores by the mask, so masked documents"
-           X
+           " can fill the top k at score 0 (last column: such hits over all"
+           f" {len(texts):,} queries); tantivy's"
            " filter is a constant-score-0 Must clause. Each engine uses its own analyzer, so the"
            " postings differ: compare speed, not rankings.\n\n"
            f"Filter compilation (ours): {first_compile:.2f} s for the three the first time (metadata"
