@@ -124,9 +124,8 @@ def _sharded_sparse(model: str) -> Builder:
     def build(index: AnyIndex, **v: Any) -> Stage:
         from retrieval.shards.rankers import ShardedRM3, ShardedSparse
 
-        _no_filter(index, v)
         stage = ShardedSparse(index, model, v["hits"], index.shard_backend(), v["threads"],
-                              **_model_params(model, v))
+                              filter=v["filter"], **_model_params(model, v))
         return _feedback(ShardedRM3, stage, v)
     return build
 

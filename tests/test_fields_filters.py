@@ -296,11 +296,28 @@ def test_dense_filter_flat_part_equals_brute_force(random_index, tmp_path):
                 assert [d for d, _ in got[q]] == [d for d, _ in full[q] if passes(meta[d])][:k]
 
 
-def test_filters_refused_where_not_supported(tmp_path, random_index):
-    index, docs = random_index
+def test_sharded_and_live_filters_equal_the_single_index(random_index, tmp_path):
     from retrieval.shards.build import build_sharded_index
+    from retrieval.shards.live import add_documents, delete_documents
 
-    build_sharded_index(docs[:40], tmp_path / "s", 2, source="t")
-    with pytest.raises(InputError, match="not supported on a sharded index"):
-        build("bm25", tmp_path / "s", filter="year > 3")
-
+    _, docs = random_index
+    build_index(docs, tmp_path / "flat", progress=False)
+    build_sharded_index(docs, tmp_path / "sharded", 3, source="t", progress=False)
+    filters = ["year >= 1990", 'cat = "art" or tags = "red"', 'not tags = "retracted" and year < 1995']
+    for expression in filters:
+        for name, extra in (("bm25", {}), ("qld", {}), ("bm25", {"rm3": True, "fb_docs": 3})):
+            want = build(name, tmp_path / "flat", hits=20, filter=expression, **extra)(QUERIES)
+            assert build(name, tmp_path / "sharded", hits=20, filter=expression, **extra)(QUERIES) == want
+        run = build("bm25", tmp_path / "flat", hits=40)(QUERIES)
+        assert build("qld", tmp_path / "sharded", filter=expression)(QUERIES, run) == \
+            build("qld", tmp_path / "flat", filter=expression)(QUERIES, run)
+    # live: half built, half added, every seventh deleted: a fresh build of what is left, filtered
+    build_index(docs[:150], tmp_path / "live", progress=False)
+    add_documents(tmp_path / "live", docs[150:])
+    delete_documents(tmp_path / "live", [d.id for d in docs[::7]])
+    build_index([d for i, d in enumerate(docs) if i % 7], tmp_path / "fresh", progress=False)
+    for expression in filters:
+        assert build("bm25", tmp_path / "live", hits=20, filter=expression)(QUERIES) == \
+            build("bm25", tmp_path / "fresh", hits=20, filter=expression)(QUERIES)
+    with pytest.raises(InputError, match="filter: expected a value"):
+        build("bm25", tmp_path / "sharded", filter="year >")

@@ -276,15 +276,18 @@ def metadata_columns(doc_ids: Sequence[str], records: Iterable[tuple[str, dict]]
     return columns
 
 
-def evaluate(node: Any, columns: dict[str, Column], n: int) -> np.ndarray:
-    """The bool mask (by docno) of the documents passing a parsed filter."""
+def evaluate(node: Any, columns: dict[str, Column], n: int, strict: bool = True) -> np.ndarray:
+    """The bool mask (by docno) of the documents passing a parsed filter. `strict`: a field no
+    document has is an error (else no document has it: a shard may lack a field others have)."""
     if isinstance(node, Not):
-        return ~evaluate(node.part, columns, n)
+        return ~evaluate(node.part, columns, n, strict)
     if isinstance(node, Both):
-        return evaluate(node.left, columns, n) & evaluate(node.right, columns, n)
+        return evaluate(node.left, columns, n, strict) & evaluate(node.right, columns, n, strict)
     if isinstance(node, Either):
-        return evaluate(node.left, columns, n) | evaluate(node.right, columns, n)
+        return evaluate(node.left, columns, n, strict) | evaluate(node.right, columns, n, strict)
     column = columns.get(node.field)
+    if column is None and not strict:
+        return np.zeros(n, dtype=bool) if node.op != "!=" else np.ones(n, dtype=bool)
     if column is None:
         known = ", ".join(sorted(columns)) or "none"
         raise InputError(f"filter: no document has the field {node.field!r} (fields: {known})")
@@ -308,15 +311,16 @@ def columns_of(index: Any) -> dict[str, Column]:
     return cached
 
 
-def allow_mask(value: Any, index: Any) -> np.ndarray | None:
-    """The uint8 allow mask (by docno) of a filter over a native index; None for no filter."""
+def allow_mask(value: Any, index: Any, strict: bool = True) -> np.ndarray | None:
+    """The uint8 allow mask (by docno) of a filter over a native index; None for no filter
+    (`strict`: see evaluate)."""
     spec = as_filter(value)
     if spec is None:
         return None
     n = index.num_docs
     mask = np.ones(n, dtype=bool)
     if spec.expression is not None:
-        mask &= evaluate(parse_filter(spec.expression), columns_of(index), n)
+        mask &= evaluate(parse_filter(spec.expression), columns_of(index), n, strict)
     docno = index.docno
     if spec.include is not None:
         listed = np.zeros(n, dtype=bool)
