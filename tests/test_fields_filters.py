@@ -321,3 +321,21 @@ def test_sharded_and_live_filters_equal_the_single_index(random_index, tmp_path)
             build("bm25", tmp_path / "fresh", hits=20, filter=expression)(QUERIES)
     with pytest.raises(InputError, match="filter: expected a value"):
         build("bm25", tmp_path / "sharded", filter="year >")
+
+
+def test_service_engine_filters_on_native_and_live_indexes(random_index, tmp_path):
+    from retrieval.service.engine import Engine
+
+    _, docs = random_index
+    build_index(docs[:100], tmp_path / "i", progress=False)
+    engine = Engine(tmp_path / "i")
+    rows = [{"id": d.id, "title": d.title, "text": d.text, "metadata": d.metadata} for d in docs[100:]]
+    engine.add(rows)  # a live index now: segments keep the metadata
+    build_index(docs, tmp_path / "fresh", progress=False)
+    for expression in ("year >= 1990", 'tags = "red" and not cat = "art"'):
+        got = engine.search("alpha beta", k=5, filter=expression, exclude=["d003"])
+        want = build("bm25", tmp_path / "fresh", hits=5, filter=Filter(expression, None, ["d003"]))(
+            Queries({"q": "alpha beta"}))["q"]
+        assert [(r["id"], r["score"]) for r in got["results"]] == want
+    with pytest.raises(InputError, match="metadata must be an object"):
+        engine.add([{"id": "x", "text": "t", "metadata": [1]}])

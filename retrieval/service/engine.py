@@ -29,6 +29,7 @@ from typing import Any
 from retrieval.analysis import token_spans
 from retrieval.errors import InputError
 from retrieval.experiments.config import StageSpec, build_pipeline, refuse_feedback, stage_specs
+from retrieval.formats.jsonl import record_extras
 from retrieval.formats.textfile import check_id, check_utf8
 from retrieval.index.kinds import open_index
 from retrieval.pipeline.params import PARAMS, default
@@ -39,7 +40,7 @@ MAX_HITS = 1000
 MAX_QUERY_CHARS = 2000
 MAX_IDS = 10_000        # filter lists, candidates, ids to delete
 MAX_DOCUMENTS = 1000    # documents per add
-DOCUMENT_FIELDS = {"id", "title", "text"}
+DOCUMENT_FIELDS = {"id", "title", "text", "metadata"}
 SNIPPET_CHARS = 320
 MAX_PIPELINES = 16      # built pipelines kept, least recently used dropped first
 MAX_STAGES = 8          # stages per requested pipeline
@@ -173,7 +174,7 @@ class Engine:
             if first is None:
                 if filter is not None:
                     raise InputError("filter needs a first stage that filters (bm25, qld, qljm, multifield,"
-                                     " bm25f, dense) on a single native index")
+                                     " bm25f, dense; bm25, qld, qljm on a sharded or live index)")
                 first = self._built([first_stage_for(head, hits_for(index, needed, include, exclude))])
                 ranking = filtered(first(queries).get("q", []), include, exclude)[:head.cutoff or None]
             else:
@@ -188,16 +189,20 @@ class Engine:
                    include: list[str] | None, exclude: list[str] | None) -> Any:
         """The first stage searching only the documents passing the filters, inside its top k
         (None when the stage or the index cannot, or there is nothing to filter)."""
+        from retrieval.index.filters import Filter
+
         if expression is None and include is None and not exclude:
             return None
-        if getattr(index, "kind", None) != "native":
-            return None
+        if getattr(index, "kind", None) != "native":  # sharded and live: the filter as a parameter
+            if expression is None or "filter" not in RANKERS[head.model].params:
+                return None
+            spec = first_stage_for(head, needed)
+            params = {**spec.params, "filter": Filter(expression, include, exclude).to_expression()}
+            return self._built([StageSpec(spec.model, params, None, spec.where)])
         built = self._built([first_stage_for(head, needed)])
         stage = built.stages[0] if len(built.stages) == 1 else None
         if not hasattr(stage, "with_filter"):
             return None
-        from retrieval.index.filters import Filter
-
         return stage.with_filter(Filter(expression, include, exclude))
 
     def rerank(self, query: str, candidates: list[str], pipeline: Any = "late",
@@ -379,7 +384,12 @@ def parse_documents(rows: Any) -> list[Document]:
         check_id(row["id"], f"documents[{i}].id")  # the rule of collection files (UTF-8 included)
         for key in ("title", "text"):
             check_utf8(row.get(key, ""), f"documents[{i}].{key}")
-        docs.append(Document(row["id"], row.get("title", ""), row["text"]))
+        meta = row.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            raise InputError(f"documents[{i}].metadata must be an object of strings, numbers and lists"
+                             " of strings")
+        _, meta = record_extras({"metadata": meta or {}}, (), f"documents[{i}].metadata")
+        docs.append(Document(row["id"], row.get("title", ""), row["text"], None, meta))
     return docs
 
 
