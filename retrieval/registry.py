@@ -116,7 +116,7 @@ def _fielded(name: str) -> Builder:
         common = {n: v[n] for n in ("k1", "b", "field_weights", "hits", "threads", "filter")}
         stage = MultifieldBM25(index, **common) if name == "multifield" else BM25F(index, **common,
                                                                                    field_b=v["field_b"])
-        return _feedback(RM3, stage, v) if name == "multifield" else stage
+        return _feedback(RM3, stage, v)
     return build
 
 
@@ -205,8 +205,7 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
     Ranker("multifield", "Anserini's multifield BM25: per-field BM25 summed (index built with --fields)",
            ("k1", "b", "field_weights") + SPARSE, {"native": _fielded("multifield")}),
     Ranker("bm25f", "BM25F: field-weighted, per-field length-normalised tf, one saturation (--fields)",
-           ("k1", "b", "field_weights", "field_b", "hits", "threads", "filter"),
-           {"native": _fielded("bm25f")}),
+           ("k1", "b", "field_weights", "field_b") + SPARSE, {"native": _fielded("bm25f")}),
     Ranker("dense", "bi-encoder over the index's FAISS part", NEURAL + ("ef_search", "nprobe"),
            {"native": _native_dense, "sharded": _sharded_dense}, needs_parts=("dense",)),
     Ranker("hybrid", "BM25 fused with dense", NEURAL + ("depth", "k1", "b", "weight", "fusion", "rrf_k"),

@@ -89,6 +89,7 @@ RANKERS = {
     "bm25+rm3": lambda index, **f: build("bm25", index, rm3=True, fb_docs=3, **f),
     "multifield": lambda index, **f: build("multifield", index, field_weights="title=2,text=1", **f),
     "bm25f": lambda index, **f: build("bm25f", index, field_weights="title=2.5", field_b="title=0.2", **f),
+    "bm25f+rm3": lambda index, **f: build("bm25f", index, rm3=True, fb_docs=3, **f),
 }
 QUERIES = Queries({"1": "alpha beta", "2": "gamma", "3": "omega sigma alpha", "4": "theta kappa delta",
                    "5": "beta beta zeta"})
@@ -112,12 +113,12 @@ def test_filtered_top_k_equals_brute_force(random_index, name, monkeypatch):
                     inner.searcher.auto_method = lambda k, m=method: m
                 got = stage(QUERIES)
                 for q in QUERIES:
-                    if name == "bm25+rm3":  # feedback comes from the filtered ranking: compare with
-                        continue  # the filtered first stage below instead
+                    if name.endswith("+rm3"):  # feedback comes from the filtered ranking: checked
+                        continue  # below to pass the filter
                     expected = [(d, s) for d, s in full.get(q, []) if passes(meta[d])][:k]
                     assert list(got.get(q, [])) == expected, (name, expression, k, method, seek_cost, q)
                     assert all(passes(meta[d]) for d, _ in got.get(q, []))
-                if name == "bm25+rm3":
+                if name.endswith("+rm3"):
                     for q in QUERIES:
                         assert all(passes(meta[d]) for d, _ in got.get(q, []))
 
@@ -294,6 +295,12 @@ def test_dense_filter_flat_part_equals_brute_force(random_index, tmp_path):
             got = DenseRetriever(copy, fake, hits=k, filter=expression).search_vectors(qids, queries)
             for q in qids:
                 assert [d for d, _ in got[q]] == [d for d, _ in full[q] if passes(meta[d])][:k]
+    # HNSW: deeper searches until k passing documents are found (all of them pass, as many as exist)
+    write_dense_part(copy, index.doc_id_list, vectors, {"model": "fake", "model_sha256": "0" * 64}, "hnsw")
+    passing = sum(1 for d in docs if d.metadata.get("year", 0) >= 1995)
+    got = DenseRetriever(copy, fake, hits=40, filter="year >= 1995").search_vectors(qids, queries)
+    assert all(len(got[q]) == min(40, passing) and all(meta[d].get("year", 0) >= 1995 for d, _ in got[q])
+               for q in qids)
 
 
 def test_sharded_and_live_filters_equal_the_single_index(random_index, tmp_path):
