@@ -12,7 +12,7 @@ byte-identical to the single index's before it is timed. Prints one Markdown
 table and writes it to eval/results/shards.md. Quote the ratios: absolute
 times vary between runs, and this machine has only two cores, so more shards
 than cores cannot run faster here — the table shows the cost of the fan-out
-and merge, not the scaling of a cluster (see the README's model of 100M docs).
+and merge, not the scaling of a cluster (see docs/design/sharded-indexes.md's model of 100M docs).
 """
 
 from __future__ import annotations

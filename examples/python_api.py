@@ -1,4 +1,4 @@
-"""The Python API in one script, on CACM (README "Python API"; tests/test_examples.py runs it).
+"""The Python API in one script, on CACM (docs/design/python-api.md; tests/test_examples.py runs it).
 
     RETRIEVAL_DATA=../shared/data python examples/python_api.py [WORKDIR]
 

@@ -1,7 +1,7 @@
 """A retrieval engine combining classic and neural ranking.
 
 Data flow: collection -> analysis -> index -> first stage -> rerankers -> Run
--> run file / evaluation. See the README's architecture section.
+-> run file / evaluation. See docs/design/architecture.md.
 """
 
 import os

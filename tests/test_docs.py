@@ -36,7 +36,7 @@ import pytest
 from retrieval import collections
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC_FILES = ["README.md", "docs/_readme_draft.md", "docs/getting-started.md",
+DOC_FILES = ["README.md", "docs/getting-started.md",
              *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs" / "tutorials").glob("*.md"))]
 LANGUAGES = {"bash": "bash", "sh": "bash", "shell": "bash", "python": "python", "py": "python"}
 MARKER = re.compile(r"<!--\s*(not-run|background):\s*(.*?)\s*-->")
@@ -254,14 +254,11 @@ def _anchors(path: Path) -> set[str]:
     return {re.sub(r"[\s]+", "-", re.sub(r"[^\w\s-]", "", h).strip().lower()) for h in headings}
 
 
-@pytest.mark.parametrize("name", ["README.md", "docs/_readme_draft.md"])
-def test_readme_links_resolve(name):
-    """Every link of the README (and of its draft, written to sit where README.md is) to a file of
-    this checkout names one that exists, and an anchor one of its headings; the site's own links are
-    checked by mkdocs build --strict."""
+def test_readme_links_resolve():
+    """Every link of the README to a file of this checkout names one that exists, and an anchor one
+    of its headings; the site's own links are checked by mkdocs build --strict."""
+    name = "README.md"
     path = ROOT / name
-    if not path.exists():
-        pytest.skip(f"{name} is not in this checkout")
     broken = []
     for target in LINK.findall(path.read_text(encoding="utf-8")):
         if re.match(r"[a-z]+:", target):
