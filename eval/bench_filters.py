@@ -85,7 +85,10 @@ def bm25s_model(corpus: Path, scratch: Path, n: int):
         model = bm25s.BM25(k1=0.9, b=0.4)
         model.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
         model.save(str(path))
-    return bm25s.BM25.load(str(path), mmap=True)
+    model = bm25s.BM25.load(str(path), mmap=False)
+    model.backend = "numba"  # its fastest backend (eval/bench_scale.py measures both)
+    model.activate_numba_scorer()
+    return model
 
 
 def tantivy_index(corpus: Path, scratch: Path, n: int, meta: list[dict]):
@@ -227,7 +230,8 @@ def main() -> None:
            f" (../shared/tools/wiki_passages.py); {len(texts):,} title queries; synthetic metadata (seed 56):"
            " year 1970-2019, category of 20, tags. q/s: median of"
            f" {args.rounds} round-robin rounds, one thread, one query at a time (ours: the exhaustive"
-           " kernel, or the passing documents alone where cheaper (sparse/selective.py); query"
+           " kernel, or the passing documents alone where cheaper (sparse/selective.py); bm25s: its numba"
+           " backend; query"
            " analysis excluded, as bm25s's tokenisation and tantivy's parsing are; tantivy"
            " returns doc addresses, not ids). bm25s multiplies scores by the mask, so masked documents"
            " can fill the top k at score 0 (last column: such hits over all"
