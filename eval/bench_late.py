@@ -273,7 +273,7 @@ def main() -> None:
     for compression in ("fp16", "int8"):
         entry, built = late_store(sci, model, compression)
         sci = Index.open(sci.path)
-        stage = LateReranker(sci, model, use_store=True)
+        stage = LateReranker(sci, model, interpolate=0.0, use_store=True)  # the checkpoint alone
         reranked = stage(queries, bm25)
         late = evaluate(reranked, qrels, ["nDCG@10", "MAP"])
         overlap = overlap_rows(bm25, reranked)
@@ -283,7 +283,7 @@ def main() -> None:
                      f"{late['MAP']:.4f} | fused w={weight}: {fused:.4f} |")
         sizes.append((compression, entry, built))
         lat[compression] = latencies(stage, queries, bm25, args.latency_queries)
-    fly = LateReranker(sci, model, use_store=False)
+    fly = LateReranker(sci, model, interpolate=0.0, use_store=False)
     lat["on the fly"] = latencies(fly, queries, bm25, args.fly_queries)
 
     runs = {"scifact": bm25}
@@ -294,7 +294,7 @@ def main() -> None:
         late_store(idx, model, "fp16")
         idx = Index.open(idx.path)
         zero = cached_late_run(name, run, args.cache_dir)
-        stages = (("BM25 top-100", None), ("trained late", LateReranker(idx, model)),
+        stages = (("BM25 top-100", None), ("trained late", LateReranker(idx, model, interpolate=0.0)),
                   (f"trained late fused w={weight}", LateReranker(idx, model, interpolate=weight)))
         for label, stage in stages:
             reranked = run if stage is None else stage(q, run)

@@ -132,7 +132,7 @@ def _sharded_sparse(model: str) -> Builder:
 
 def sparse_builders(model: str) -> dict[str, Builder]:
     """The native and sharded builders of a model registered in index.impacts.SPARSE_MODELS; its
-    Ranker's parameters are the model's own plus SPARSE (hits, threads, RM3's), which they take."""
+    Ranker's parameters are the model's own plus SPARSE (hits, threads, RM3's, depth), which they take."""
     return {"native": _native_sparse(model), "sharded": _sharded_sparse(model)}
 
 
@@ -142,14 +142,21 @@ def _lucene_sparse(model: str) -> Builder:
 
         _no_filter(index, v)
         common = {n: v[n] for n in FEEDBACK + ("hits", "threads")} | _model_params(model, v)
-        return (LuceneBM25 if model == "bm25" else LuceneQLD)(index, **common)
+        return _rescoring_depth((LuceneBM25 if model == "bm25" else LuceneQLD)(index, **common), v)
     return build
 
 
 def _feedback(rm3: type, stage: Stage, v: dict[str, Any]) -> Stage:
-    if not v["rm3"]:
-        return stage
-    return rm3(stage, fb_docs=v["fb_docs"], fb_terms=v["fb_terms"], original_weight=v["original_weight"])
+    if v["rm3"]:
+        stage = rm3(stage, fb_docs=v["fb_docs"], fb_terms=v["fb_terms"], original_weight=v["original_weight"])
+    return _rescoring_depth(stage, v)
+
+
+def _rescoring_depth(stage: Stage, v: dict[str, Any]) -> Stage:
+    """With `depth`, a sparse ranker given a run rescores its top `depth` and keeps the rest after."""
+    from retrieval.pipeline.fusion import Rescore
+
+    return stage if v.get("depth") is None else Rescore(stage, v["depth"])
 
 
 def _native_dense(index: AnyIndex, **v: Any) -> Stage:
@@ -184,6 +191,77 @@ def _hybrid(index: AnyIndex, **v: Any) -> Stage:
     return Interpolate(sparse, dense, weight=v["weight"], depth=depth, hits=v["hits"])
 
 
+def _qrels(v: dict[str, Any]) -> Any:
+    from retrieval.collections import load_qrels
+
+    return load_qrels(v["qrels"]) if v["qrels"] is not None else None
+
+
+def _rocchio(index: AnyIndex, **v: Any) -> Stage:
+    """BM25, then Rocchio feedback (pseudo, or explicit with qrels), searched again."""
+    from retrieval.sparse.rankers import BM25
+    from retrieval.sparse.rocchio import Rocchio
+
+    bm25 = BM25(index, k1=v["k1"], b=v["b"], hits=v["hits"], threads=v["threads"])
+    return Rocchio(bm25, fb_docs=v["fb_docs"], fb_terms=v["fb_terms"], alpha=v["alpha"], beta=v["beta"],
+                   gamma=v["gamma"], qrels=_qrels(v))
+
+
+def _dense_rocchio(index: AnyIndex, **v: Any) -> Stage:
+    """Dense retrieval, then the query vector moved by Rocchio feedback, searched again."""
+    from retrieval.dense.rocchio import DenseRocchio
+
+    dense = build("dense", index, hits=v["hits"], encoder=v["encoder"], precision=v["precision"],
+                  threads=v["threads"])
+    return DenseRocchio(dense, fb_docs=v["fb_docs"], alpha=v["alpha"], beta=v["beta"], gamma=v["gamma"],
+                        qrels=_qrels(v))
+
+
+SCORERS = ("bm25", "qld", "qljm", "rm3", "dense", "late")
+
+
+def _features(index: AnyIndex, **v: Any) -> Stage:
+    """Features of the given run's top `depth`: each scorer of `feature_set` the index has parts for."""
+    from retrieval.ltr.features import FeatureStage, RM3Rescorer
+    from retrieval.sparse.rankers import RM3
+
+    if v["feature_set"] == "all":
+        names = [n for n in SCORERS if n not in ("dense", "late") or index.has(n)]
+    else:
+        names = v["feature_set"].split("+")
+        unknown = [n for n in names if n not in SCORERS]
+        if unknown or len(set(names)) != len(names) or not names:
+            raise InputError(f"feature_set: expected all, or names joined by '+' from {', '.join(SCORERS)};"
+                             f" got {v['feature_set']!r}")
+        for part in ("dense", "late"):
+            if part in names and not index.has(part):
+                raise InputError(f"feature {part} needs the index's {part} part", index.path)
+    common = {"threads": v["threads"]}
+    scorers: dict[str, Stage] = {}
+    for name in names:
+        if name in ("bm25", "qld", "qljm"):
+            own = {"bm25": ("k1", "b"), "qld": ("mu",), "qljm": ("lam",)}[name]
+            scorers[name] = build(name, index, **common, **{k: v[k] for k in own})
+        elif name == "rm3":
+            scorers[name] = RM3Rescorer(RM3(build("bm25", index, **common, k1=v["k1"], b=v["b"]),
+                                            fb_docs=v["fb_docs"], fb_terms=v["fb_terms"],
+                                            original_weight=v["original_weight"]))
+        elif name == "dense":
+            scorers[name] = build("dense", index, **common, encoder=v["encoder"], precision=v["precision"])
+        else:
+            scorers[name] = build("late", index, **common, precision=v["precision"], depth=v["depth"],
+                                  interpolate=0.0)  # the feature is MaxSim alone, not the fused default
+    return FeatureStage(index, scorers, depth=v["depth"], cache=v["cache"])
+
+
+def _ltr(index: AnyIndex, **v: Any) -> Stage:
+    from retrieval.ltr.model import LTRStage
+
+    if v["checkpoint"] is None:
+        raise InputError("ltr needs checkpoint: the directory `retrieval train ltr` wrote")
+    return LTRStage(v["checkpoint"], hits=v["hits"])
+
+
 def _late(index: AnyIndex, **v: Any) -> Stage:
     from retrieval.late import LateReranker
 
@@ -193,8 +271,10 @@ def _late(index: AnyIndex, **v: Any) -> Stage:
 
 # ---------------------------------------------------------------- the registry
 
-SPARSE = ("hits", "threads", "filter") + FEEDBACK
-NEURAL = ("hits", "threads", "encoder", "precision", "filter")
+# depth: given a run, rescore its top `depth` only; filter: index/filters.py, inside the top k
+SPARSE = ("hits", "threads", "filter") + FEEDBACK + ("depth",)
+ROCCHIO = ("fb_docs", "alpha", "beta", "gamma", "qrels")
+NEURAL = ("hits", "threads", "encoder", "precision")
 
 RANKERS: dict[str, Ranker] = {r.name: r for r in (
     Ranker("bm25", "BM25 (Lucene's formula)", ("k1", "b") + SPARSE,
@@ -206,10 +286,21 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
            ("k1", "b", "field_weights") + SPARSE, {"native": _fielded("multifield")}),
     Ranker("bm25f", "BM25F: field-weighted, per-field length-normalised tf, one saturation (--fields)",
            ("k1", "b", "field_weights", "field_b") + SPARSE, {"native": _fielded("bm25f")}),
-    Ranker("dense", "bi-encoder over the index's FAISS part", NEURAL + ("ef_search", "nprobe"),
+    Ranker("dense", "bi-encoder over the index's FAISS part", NEURAL + ("filter", "ef_search", "nprobe"),
            {"native": _native_dense, "sharded": _sharded_dense}, needs_parts=("dense",)),
-    Ranker("hybrid", "BM25 fused with dense", NEURAL + ("depth", "k1", "b", "weight", "fusion", "rrf_k"),
+    Ranker("hybrid", "BM25 fused with dense",
+           NEURAL + ("filter", "depth", "k1", "b", "weight", "fusion", "rrf_k"),
            {"native": _hybrid, "sharded": _hybrid}, defaults={"depth": 1000}, needs_parts=("dense",)),
+    Ranker("rocchio", "BM25 with Rocchio feedback (pseudo, or explicit from qrels)",
+           ("k1", "b", "hits", "threads", "fb_terms") + ROCCHIO, {"native": _rocchio}),
+    Ranker("dense_rocchio", "dense retrieval with Rocchio feedback on the query vector (vector PRF)",
+           NEURAL + ROCCHIO, {"native": _dense_rocchio}, needs_parts=("dense",)),
+    Ranker("features", "features of a run's top `depth` for learning to rank: every scorer's score,"
+           " ranks, lengths, idf", ("hits", "threads", "depth", "feature_set", "cache", "k1", "b", "mu",
+                                   "lam", "fb_docs", "fb_terms", "original_weight", "encoder", "precision"),
+           {"native": _features}, defaults={"depth": 100}, needs_run=True),
+    Ranker("ltr", "a learned ranker (LambdaMART or linear) over a features stage's candidates",
+           ("hits", "threads", "checkpoint"), {"native": _ltr, "sharded": _ltr}, needs_run=True),
     Ranker("late", "late-interaction (MaxSim) reranker of a run's top `depth`",
            ("hits", "threads", "precision", "depth", "checkpoint", "interpolate", "filter"),
            {"native": _late, "sharded": _late}, defaults={"depth": RERANK_DEPTH}, needs_run=True),

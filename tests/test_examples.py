@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from retrieval import collections
+from retrieval.pipeline.params import LATE_WEIGHT
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,5 +25,5 @@ def test_python_api_example_runs(tmp_path):
                           capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "the Experiment's figures equal retrieval run's" in done.stdout
-    assert "BM25(k1=0.9, b=0.4) % 20 >> LateReranker(depth=20)" in done.stdout
+    assert f"BM25(k1=0.9, b=0.4) % 20 >> LateReranker(interpolate={LATE_WEIGHT}, depth=20)" in done.stdout
     assert "55 of the qrels' 796 judgements" in done.stderr  # CACM's unpadded ids, warned about

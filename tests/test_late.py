@@ -191,7 +191,7 @@ def test_reranker_stage_errors(tiny_index, zero_shot):
     with pytest.raises(InputError, match="no query text"):
         stage(Queries(q1="cats"), Run({"q9": [("d1", 1.0)]}))
     out = stage(Queries(q1="garden dogs"), Run({"q1": [("d1", 3.0), ("d3", 2.0), ("d2", 1.0)]}))
-    assert [d for d, _ in out["q1"]] == ["d1", "d3"]  # depth 2: top two reranked, rest dropped
+    assert [d for d, _ in out["q1"]][2:] == ["d2"]  # depth 2: top two reranked, the rest kept after them
     with pytest.raises(InputError, match="no late store"):
         LateReranker(tiny_index, zero_shot, use_store=True)
     with pytest.raises(InputError, match="unknown document id"):
@@ -438,3 +438,37 @@ def test_replacing_the_late_part_replaces_the_index_whole(tiny_index, small_chec
     assert files() == before
     assert Index.open(path).parts["late"]["compression"] == "fp16"
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no copy left behind
+
+
+def test_hits_below_depth_follow_the_reranked_ones(tiny_index, zero_shot):
+    """A cascade's result is never shorter than its first stage: the hits below `depth` follow the
+    reranked ones in their first-stage order, scored below them; `hits` still cuts."""
+    ids = Index.open(tiny_index.path).doc_id_list
+    first = Run({"q1": [(d, float(10 - i)) for i, d in enumerate(ids)]})
+    queries = Queries(q1="dogs in the garden")
+    for weight in (None, 0.0, 0.3, 1.0):
+        out = LateReranker(tiny_index, zero_shot, depth=2, interpolate=weight)(queries, first)["q1"]
+        assert len(out) == len(ids) and {d for d, _ in out[:2]} == set(ids[:2])
+        assert [d for d, _ in out[2:]] == ids[2:]
+        assert min(s for _, s in out[:2]) > max(s for _, s in out[2:])
+    cut = LateReranker(tiny_index, zero_shot, depth=2, hits=3)(queries, first)["q1"]
+    assert len(cut) == 3
+
+
+def test_late_is_fused_with_the_first_stage_by_default(tiny_index, zero_shot):
+    """By default the reranker keeps what the first stage knew: its scores are fused with MaxSim at the
+    validated weight; interpolate 0 is MaxSim alone, 1 the first stage's order."""
+    from retrieval.pipeline import params
+
+    ids = Index.open(tiny_index.path).doc_id_list
+    first = Run({"q1": [(d, float(len(ids) - i)) for i, d in enumerate(ids)]})
+    queries = Queries(q1="a cat on a mat")
+    stage = LateReranker(tiny_index, zero_shot)
+    assert stage.interpolate == params.LATE_WEIGHT and 0.0 < params.LATE_WEIGHT < 1.0
+    alone = LateReranker(tiny_index, zero_shot, interpolate=0.0)(queries, first)["q1"]
+    fused = interpolate_ranking(first["q1"], alone, params.LATE_WEIGHT)
+    assert stage(queries, first)["q1"] == pytest.approx(fused)
+    assert [d for d, _ in LateReranker(tiny_index, zero_shot, interpolate=1.0)(queries, first)["q1"]] == ids
+    from retrieval.registry import build
+
+    assert build("late", tiny_index, checkpoint="zero-shot").interpolate == params.LATE_WEIGHT

@@ -17,6 +17,7 @@ from retrieval.errors import InputError
 from retrieval.evaluation.measures import evaluate, parse_measures, per_query, split_names
 from retrieval.index.native import Index, build_index
 from retrieval.late import LateModel, LateReranker, rerank
+from retrieval.pipeline.params import LATE_WEIGHT, RERANK_DEPTH
 from retrieval.pipeline.stage import Cut, Pipeline, Scaled, ScoreSum, Union
 from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood
 from retrieval.types import Qrels, Queries, Result, Results, Run
@@ -117,7 +118,8 @@ def test_plus_adds_scores_times_scales_them_and_bar_unites_documents(tiny):
 def test_reprs_show_the_pipeline(tiny, zero_shot):
     bm25, qld = BM25(tiny), QueryLikelihood(tiny)
     pipeline = bm25 % 100 >> LateReranker(tiny, zero_shot)
-    assert repr(pipeline) == "BM25(k1=0.9, b=0.4) % 100 >> LateReranker(depth=100)"
+    late = f"LateReranker(interpolate={LATE_WEIGHT}, depth={RERANK_DEPTH})"
+    assert repr(pipeline) == f"BM25(k1=0.9, b=0.4) % 100 >> {late}"
     assert repr(RM3(BM25(tiny, k1=1.2, hits=50), fb_docs=5)) == (
         "RM3(ranker=BM25(k1=1.2, b=0.4, hits=50), fb_docs=5, fb_terms=10, original_weight=0.5, hits=50)")
     assert repr((bm25 | qld) >> qld % 10) == (

@@ -5,6 +5,18 @@ Handlers turn parsed flags into plain library calls; no library code sees an
 argparse Namespace. cli.py registers COMMANDS in this order (the help order).
 """
 
-from retrieval.commands import ask, evaluate, experiment, index, info, rerank, search, serve, train, update
+from retrieval.commands import (
+    ask,
+    evaluate,
+    experiment,
+    features,
+    index,
+    info,
+    rerank,
+    search,
+    serve,
+    train,
+    update,
+)
 
-COMMANDS = (index, update, search, evaluate, info, experiment, rerank, train, ask, serve)
+COMMANDS = (index, update, search, evaluate, info, experiment, rerank, features, train, ask, serve)

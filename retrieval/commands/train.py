@@ -14,14 +14,16 @@ from retrieval.errors import InputError
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a model: late, reader or realm",
+    p = sub.add_parser("train", help="train a model: late, reader, realm or ltr",
                        description="Train a model. `train late`: the late-interaction projection; "
                        "`train reader`: the QA span reader; `train realm`: the QA question "
-                       "encoder on REALM's marginal likelihood.")
+                       "encoder on REALM's marginal likelihood; `train ltr`: a learned ranker "
+                       "(LambdaMART or linear) over features written by `retrieval features`.")
     kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
     _add_late(kinds)
     _add_reader(kinds)
     _add_realm(kinds)
+    _add_ltr(kinds)
 
 
 # ---------------------------------------------------------------- train late
@@ -210,3 +212,77 @@ def train_realm(args: argparse.Namespace) -> None:
                             epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, seed=args.seed,
                             log=_log)
     print(json.dumps(info, indent=2))
+
+
+# ---------------------------------------------------------------- train ltr
+
+
+def _add_ltr(kinds: argparse._SubParsersAction) -> None:
+    from retrieval.ltr.train import GRIDS
+
+    p = kinds.add_parser("ltr", help="a learned ranker over LETOR features (LambdaMART or linear)",
+                         description="Train LambdaMART (LightGBM: lambdarank, rank_xendcg or point-wise "
+                         "regression) or a linear pair-wise logistic ranker on features written by "
+                         "`retrieval features`, labelled by --topics' judgements (else the files' own "
+                         "labels). Every setting of the grid is tried and the one with the best nDCG@10 "
+                         "on the validation queries kept (LambdaMART's trees by early stopping there "
+                         "too): --validation files, else every fifth training query held out. The model "
+                         "directory holds JSON (features, normalisation, weights, settings, validation "
+                         "figures, importances) and LightGBM's text model; no pickle.")
+    p.add_argument("--features", nargs="+", required=True, type=Path, help="LETOR files to train on")
+    p.add_argument("--topics", nargs="+", default=None,
+                   help="the judgements of each --features file: collection name with split (e.g."
+                   " cacm, scifact:train) or a qrels file (default: the labels in the files)")
+    p.add_argument("--validation", nargs="+", type=Path, default=None,
+                   help="LETOR files to choose settings on (default: every fifth training query)")
+    p.add_argument("--validation-topics", nargs="+", default=None,
+                   help="the judgements of each --validation file (default: the labels in the files)")
+    p.add_argument("--kind", default="lambdamart", choices=("lambdamart", "linear"),
+                   help="LambdaMART (LightGBM) or linear pair-wise logistic (default lambdamart)")
+    p.add_argument("--objective", default=None, choices=GRIDS["lambdamart"]["objective"],
+                   help="LambdaMART's objective (default: chosen on validation)")
+    p.add_argument("--output", required=True, type=Path, help="model directory to write")
+    p.set_defaults(handler=train_ltr)
+
+
+def _labelled(files: list[Path], topics: list[str] | None, what: str) -> tuple[list, list]:
+    from retrieval.ltr.letor import read_labels, read_letor
+
+    if topics is not None and len(topics) != len(files):
+        raise InputError(f"give one judgement set per {what} file: {len(files)} files, {len(topics)} sets")
+    runs = [read_letor(f) for f in files]
+    qrels = ([collections.load_qrels(t) for t in topics] if topics is not None
+             else [read_labels(f) for f in files])
+    return runs, qrels
+
+
+def train_ltr(args: argparse.Namespace) -> None:
+    """Train a learned ranker over features; settings chosen on validation queries."""
+    from retrieval.ltr.train import GRIDS, split_queries, subset, train
+
+    storage.check_model_output(args.output)
+    runs, qrels = _labelled(args.features, args.topics, "--features")
+    names = runs[0].names
+    if any(r.names != names for r in runs):
+        raise InputError("the --features files have different features; write them with the same"
+                         " --feature-set and index parts")
+    if args.validation is not None:
+        valid, valid_qrels = _labelled(args.validation, args.validation_topics, "--validation")
+    else:
+        held = [split_queries(r) for r in runs]
+        valid = [subset(r, v) for r, (_, v) in zip(runs, held)]
+        valid_qrels = qrels
+        runs = [subset(r, t) for r, (t, _) in zip(runs, held)]
+    grid = dict(GRIDS[args.kind])
+    if args.objective is not None:
+        if args.kind != "lambdamart":
+            raise InputError("--objective applies only with --kind lambdamart")
+        grid["objective"] = (args.objective,)
+    model = train(args.kind, names, runs, qrels, valid, valid_qrels, grid)
+    model.save(args.output)
+    validation = model.info["validation"]
+    print(f"chosen on validation: {model.info['settings']} (nDCG@10 {validation['nDCG@10']:.4f} of"
+          f" {len(validation['tried'])} settings tried)")
+    print("feature importances: " + ", ".join(f"{n} {w:.3f}" for n, w in
+                                              sorted(model.importances().items(), key=lambda kv: -kv[1])))
+    print(f"wrote {args.kind} model -> {args.output}", file=sys.stderr)

@@ -14,6 +14,10 @@ hard queries is not flattered by leaving them out of its mean or out of the
 paired tests. `only_answered=True` gives trec_eval's default instead (means
 over the judged queries the run answers).
 
+RBP (`RBP(p=0.8)`, `RBP(p=0.5,rel=2)@100`) and its residual (`RBPres(p=0.8)`) are
+computed by rbp.py, which no installed provider does; every other measure by
+ir-measures' providers.
+
 ERR and nDCG(dcg='exp-log2') come only from gdeval (a Perl script) which reads
 numeric query ids and grades 0..4: query ids are numbered for it and the
 figures given back under the real ids; a grade above 4 is refused.
@@ -29,6 +33,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 import ir_measures
 
 from retrieval.errors import InputError
+from retrieval.evaluation import rbp
 from retrieval.types import Qrels, Run, natural_key
 
 ALIASES = {"MAP": "AP", "MRR": "RR", "map": "AP", "mrr": "RR", "ndcg": "nDCG"}
@@ -134,6 +139,11 @@ def providers(measure: object) -> list[object]:
 def _check_computable(name: str, measure: object) -> None:
     """InputError in one line unless an installed provider computes the measure (naming the package
     that would, when one would)."""
+    if rbp.is_local(measure):
+        reason = rbp.check(measure)
+        if reason:
+            raise InputError(f"measure {name!r}: {reason}")
+        return
     supporting = providers(measure)
     if not supporting:
         raise InputError(f"measure {name!r}: no ir-measures provider computes it")
@@ -177,16 +187,34 @@ def _numbered(measures: Sequence[object], qrels: Qrels, run: Run
 
 
 def _aggregate(measures: Sequence[object], qrels: Qrels, run: Run) -> dict[object, float]:
-    """ir-measures' means of the measures (over the judged queries the run answers)."""
-    judged, scores, _ = _numbered(measures, qrels, run)
-    return ir_measures.calc_aggregate(list(measures), judged, scores)
+    """ir-measures' means of the measures (over the judged queries the run answers); RBP's from rbp.py."""
+    local = [m for m in measures if rbp.is_local(m)]
+    others = [m for m in measures if not rbp.is_local(m)]
+    means: dict[object, float] = {}
+    if others:
+        judged, scores, _ = _numbered(others, qrels, run)
+        means |= ir_measures.calc_aggregate(others, judged, scores)
+    for measure in local:
+        values = rbp.per_query(measure, qrels, _rankings(run))
+        means[measure] = sum(values.values()) / len(values) if values else 0.0
+    return means
+
+
+def _rankings(run: Run) -> dict[str, list[str]]:
+    """Each query's doc ids in the run's order (score descending, ties by doc id)."""
+    return {q: [d for d, _ in hits] for q, hits in run.items()}
 
 
 def _each_query(measures: Sequence[object], qrels: Qrels, run: Run) -> Iterable[tuple[str, object, float]]:
     """(query id, measure, value) for every judged query the run answers."""
-    judged, scores, query_id = _numbered(measures, qrels, run)
-    for metric in ir_measures.iter_calc(list(measures), judged, scores):
-        yield query_id[metric.query_id], metric.measure, float(metric.value)
+    others = [m for m in measures if not rbp.is_local(m)]
+    if others:
+        judged, scores, query_id = _numbered(others, qrels, run)
+        for metric in ir_measures.iter_calc(others, judged, scores):
+            yield query_id[metric.query_id], metric.measure, float(metric.value)
+    for measure in (m for m in measures if rbp.is_local(m)):
+        for qid, value in rbp.per_query(measure, qrels, _rankings(run)).items():
+            yield qid, measure, value
 
 
 def _judged(run: Run, qrels: Qrels, only_answered: bool) -> tuple[Qrels, list[str]]:

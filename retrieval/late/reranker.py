@@ -4,9 +4,12 @@ The reranker rescores each query's top `depth` hits by MaxSim. It reads
 document embeddings from the index's `late/` part when the part was built by
 the same model, and otherwise encodes the documents' text (from the doc store,
 or given directly to `rerank`) on the fly, each distinct document of a run
-once per group of queries. With `interpolate=w` the score is
-w * minmax(first-stage score) + (1 - w) * minmax(MaxSim) per query. Hits
-below `depth` are dropped (the result has at most `depth` hits per query). A
+once per group of queries. The score of a reranked hit is
+w * minmax(first-stage score) + (1 - w) * minmax(MaxSim) per query, w =
+`interpolate` (default params.LATE_WEIGHT, chosen on validation; 0 is MaxSim
+alone), so the reranker keeps what the first stage knew. Hits below `depth`
+follow the reranked ones in their first-stage order (fusion.with_tail): the
+result is as long as the run given, cut to `hits` if set. A
 run naming a query that `queries` has no text for is refused (InputError
 naming it), as by every stage (pipeline/stage.py).
 """
@@ -23,7 +26,7 @@ from retrieval.errors import InputError
 from retrieval.index.kinds import AnyIndex
 from retrieval.late.model import LateModel, maxsim
 from retrieval.pipeline import params
-from retrieval.pipeline.fusion import interpolate_ranking
+from retrieval.pipeline.fusion import interpolate_ranking, with_tail
 from retrieval.pipeline.stage import Stage
 from retrieval.types import Queries, Ranking, Result, Results, Run, rank
 
@@ -40,10 +43,21 @@ def _as_model(model: LateModel | str | Path | None, threads: int | None,
     return LateModel(model, threads=threads, precision=precision)
 
 
-class LateReranker(Stage):
-    """Rerank a Run's top `depth` hits per query by MaxSim (a stage that needs a run); keep `hits`.
+def reranked(hits: Sequence[tuple[str, float]], scores: Sequence[float], weight: float) -> Ranking:
+    """One query's ranking from its first-stage `hits` and the MaxSim `scores` of its top len(scores):
+    those fused with their first-stage scores (`weight` on the first stage; 0: MaxSim alone), then
+    the rest of `hits` in their order. The stage's arithmetic, also used by eval/bench_neural.py."""
+    top = list(hits[:len(scores)])
+    late = rank(zip((d for d, _ in top), scores))
+    return with_tail(late if weight == 0 else interpolate_ranking(top, late, weight), hits)
 
-    `precision` (default `auto`) is how queries and on-the-fly documents are encoded here.
+
+class LateReranker(Stage):
+    """Rerank a Run's top `depth` hits per query by MaxSim fused with the first stage's scores (a stage
+    that needs a run), the hits below `depth` after them; keep `hits`.
+
+    `interpolate` None is the validated default (params.LATE_WEIGHT), 0.0 MaxSim alone. `precision`
+    (default `auto`) is how queries and on-the-fly documents are encoded here.
     """
 
     def __init__(self, index: AnyIndex | str | Path | None = None,
@@ -60,7 +74,8 @@ class LateReranker(Stage):
         if self.filter is not None and (self.index is None or self.index.kind != "native"):
             raise InputError("a filtered reranker needs a single native index (its documents' metadata)")
         self.model = _as_model(model, threads, precision)
-        self.interpolate, self.hits = interpolate, hits
+        self.interpolate = params.LATE_WEIGHT if interpolate is None else interpolate
+        self.hits = hits
         self.depth = depth or params.RERANK_DEPTH
         self.store = None
         if self.index is not None and self.index.has(PART) and use_store is not False:
@@ -109,14 +124,13 @@ class LateReranker(Stage):
 
     def rerank_hits(self, query: str, hits: Ranking, texts: Sequence[str] | None = None,
                     encoded: Mapping[str, np.ndarray] | None = None) -> Ranking:
-        """One query's reranked top `depth` hits."""
-        hits = hits[:self.depth]
+        """One query's hits: the top `depth` reranked, then the rest in their order."""
+        top = hits[:self.depth]
         if not query.strip():
             raise InputError("empty query text")
-        scores = self.score(query, [d for d, _ in hits], None if texts is None else texts[:self.depth],
+        scores = self.score(query, [d for d, _ in top], None if texts is None else texts[:self.depth],
                             encoded)
-        late = rank(zip((d for d, _ in hits), scores.tolist()))
-        ranked = late if self.interpolate is None else interpolate_ranking(hits, late, self.interpolate)
+        ranked = reranked(hits, scores.tolist(), self.interpolate)
         return ranked[:self.hits] if self.hits else ranked
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
@@ -168,8 +182,9 @@ def rerank(query: str | Mapping[str, str] | Sequence[str], docs: Docs | Mapping[
     position), (id, text) pairs, or dicts {"id": ..., "text": ...} ("docno" for "id" as in
     PyTerrier). Many queries, the model loaded once: `rerank({"q1": "text", ...}, {"q1": docs, ...})`
     gives {query id: Results}, `rerank(["text", ...], [docs, ...])` a list of Results.
-    With `first_scores` (one query: one per document) and `interpolate=w`, the score is
-    w * minmax(first score) + (1 - w) * minmax(MaxSim), as the stage fuses. `k` keeps the top k.
+    With `first_scores` (one query: one per document) the score is w * minmax(first score) +
+    (1 - w) * minmax(MaxSim), as the stage fuses, w = `interpolate` (default params.LATE_WEIGHT);
+    without them, MaxSim alone (`interpolate` must then be None or 0). `k` keeps the top k.
     `model`: None (the checkpoint shipped in the package), "zero-shot", a checkpoint path or a
     loaded LateModel. An empty or blank query text is refused (InputError)."""
     params.check(interpolate=interpolate, hits=k)
@@ -193,8 +208,11 @@ def _rerank_one(query: str, docs: list[tuple[str, str]], model: LateModel,
     """One query's documents reranked by the stage's own arithmetic."""
     if not isinstance(query, str):
         raise InputError(f"a query is a text, got {query!r}")
-    if interpolate is not None and (first_scores is None or len(first_scores) != len(docs)):
+    if first_scores is None and interpolate:
         raise InputError("interpolation needs one first-stage score per document")
+    if first_scores is not None and len(first_scores) != len(docs):
+        raise InputError("interpolation needs one first-stage score per document")
+    interpolate = 0.0 if first_scores is None else interpolate
     reranker = LateReranker(model=model, interpolate=interpolate, depth=max(len(docs), 1), hits=k)
     scores = first_scores if first_scores is not None else [0.0] * len(docs)
     hits = [(d, float(s)) for (d, _), s in zip(docs, scores)]

@@ -1,8 +1,9 @@
 """Combining Runs: reciprocal-rank fusion, normalised linear interpolation, weighted sums.
 
 Pure functions work on Runs (`rrf`, `interpolate`) or on one query's rankings
-(`interpolate_ranking`); the stage classes (`RRF`, `Interpolate`,
-`WeightedSum`) compose stages, e.g. `Interpolate(bm25, dense, weight=0.3)(queries)`.
+(`interpolate_ranking`, `with_tail`); the stage classes (`RRF`, `Interpolate`,
+`WeightedSum`) compose stages, e.g. `Interpolate(bm25, dense, weight=0.3)(queries)`,
+and `Rescore(stage, depth)` rescores a given run's top `depth`, the rest after.
 A document missing from one run contributes nothing from that run (RRF) or
 that run's normalised minimum, 0 (interpolation). Ties are broken by doc id
 like every Run. Min-max normalisation is written once, in `minmax_scores`.
@@ -58,6 +59,22 @@ def minmax_scores(scores: Sequence[float]) -> list[float]:
 def minmax(hits: Sequence[tuple[str, float]]) -> dict[str, float]:
     """Scores of one ranking scaled to [0, 1] (all 1.0 when every score is equal)."""
     return dict(zip((d for d, _ in hits), minmax_scores([s for _, s in hits])))
+
+
+def with_tail(head: Ranking, hits: Sequence[tuple[str, float]]) -> Ranking:
+    """`head` (a reranking of the top of `hits`), then the rest of `hits` in their order.
+
+    The rest score below `head`'s lowest score: the i-th of them (from 1) gets that score minus i,
+    which keeps their order exactly as the first stage ranked them (ties included). How every
+    reranker keeps what the first stage knew below its depth: a cascade's result is never shorter
+    than its first stage's.
+    """
+    seen = {d for d, _ in head}
+    tail = [d for d, _ in hits if d not in seen]
+    if not tail:
+        return list(head)
+    floor = min((s for _, s in head), default=0.0)
+    return [*head, *((d, floor - i) for i, d in enumerate(tail, 1))]
 
 
 def interpolate_ranking(first: Ranking, second: Ranking, weight: float) -> Ranking:
@@ -166,6 +183,29 @@ class WeightedSum(Stage):
                 fused.append((d, total))
             out[q] = fused
         return _cut(Run(out), self.hits)
+
+
+class Rescore(Stage):
+    """A stage rescoring only the top `depth` hits of the run it is given, the rest kept after them.
+
+    Given a run, `stage` rescores each query's top `depth` (`stage(queries, run.cut(depth))`) and the
+    hits below follow in their order (`with_tail`), so the result is as long as the run: e.g.
+    `bm25 >> Rescore(qld, depth=100)` is query likelihood over BM25's top 100, then BM25's 101st to
+    1000th. Without a run, the stage searches as it would alone.
+    """
+
+    def __init__(self, stage: Stage, depth: int):
+        params.check(depth=depth)
+        if depth is None:
+            raise InputError("Rescore needs a depth")
+        self.stage, self.depth = stage, depth
+
+    def __call__(self, queries: Queries, run: Run | None = None) -> Run:
+        if run is None:
+            return self.stage(queries)
+        params.check_run(run, queries)
+        top = self.stage(queries, run.cut(self.depth))
+        return Run({q: with_tail(top.get(q, []), hits) for q, hits in run.items()})
 
 
 def tune_weight(run_a: Run, run_b: Run, qrels: dict[str, dict[str, int]],

@@ -89,7 +89,12 @@ def _counter(name: str, default: int | None, help: str, keyed: bool = True) -> P
 
 
 PRECISIONS = (precisions.AUTO, *precisions.ENCODER_PRECISIONS)
-RERANK_DEPTH = 100  # the late-interaction reranker's default depth (registry and LateReranker)
+# The late-interaction reranker's defaults (registry and LateReranker): it reranks a run's top RERANK_DEPTH
+# and fuses W * minmax(first stage) + (1 - W) * minmax(MaxSim), W = LATE_WEIGHT; the hits below the depth
+# follow in their order. Both chosen by validation on the bundled judged collections other than SciFact
+# test (eval/bench_neural.py; eval/results/neural.md, docs/design/late-interaction.md).
+RERANK_DEPTH = 100
+LATE_WEIGHT = 0.3
 
 PARAMS: dict[str, Param] = {p.name: p for p in (
     _counter("hits", 1000, "results per query"),
@@ -110,6 +115,19 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     _counter("fb_docs", 10, "RM3 feedback documents"),
     _counter("fb_terms", 10, "RM3 feedback terms"),
     _weight("original_weight", 0.5, "RM3 weight of the original query"),
+    _real("alpha", 1.0, "Rocchio: weight of the original query", _at_least(0.0), "a finite number >= 0"),
+    _real("beta", 0.75, "Rocchio: weight of the (pseudo-)relevant documents' centroid", _at_least(0.0),
+          "a finite number >= 0"),
+    _real("gamma", 0.0, "Rocchio: weight of the non-relevant documents' centroid (pseudo: the first"
+          " ranking's last fb_docs; with qrels: the judged non-relevant of the top fb_docs)",
+          _at_least(0.0), "a finite number >= 0"),
+    Param("qrels", str, None, "Rocchio: explicit feedback from these judgements (collection name,"
+          " NAME:split or a file): the judged documents among the first ranking's top fb_docs",
+          path=True),
+    Param("feature_set", str, "all", "features: which scorers (all: those the index has parts for; or"
+          " names joined by '+' from bm25, qld, qljm, rm3, dense, late)"),
+    Param("cache", str, None, "features: a directory keeping computed features, one LETOR file per"
+          " index, queries, candidates and feature set", path=True, keyed=False),
     _weight("weight", 0.5, "weight of normalised BM25 against dense"),
     Param("fusion", str, "interpolate", "min-max interpolation or reciprocal-rank fusion",
           choices=("interpolate", "rrf")),
@@ -120,10 +138,10 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
           choices=PRECISIONS),
     _counter("ef_search", None, "HNSW: ef at search time (default: the index's, set when it was built)"),
     _counter("nprobe", None, "IVF-PQ: lists probed (default: the index's, set when it was built)"),
-    Param("checkpoint", str, None, "zero-shot or a checkpoint .safetensors (default: the "
-          "committed checkpoint)", path=True),
-    _weight("interpolate", None, "score = W * minmax(first stage) + (1 - W) * minmax(MaxSim) "
-            "(default: MaxSim only)"),
+    Param("checkpoint", str, None, "late: zero-shot or a checkpoint .safetensors (default: the "
+          "committed checkpoint); ltr: the trained model's directory", path=True),
+    _weight("interpolate", LATE_WEIGHT, "score = W * minmax(first stage) + (1 - W) * minmax(MaxSim) "
+            "over the top `depth` (0: MaxSim only; default chosen on validation)"),
     _counter("passages", 5, "passages read per question"),
     _real("temperature", 0.05, "p(z|x) softmax temperature", _above(0.0), "a finite number > 0"),
     _real("bm25_weight", 0.0, "passage score = cos + W * BM25", _at_least(0.0), "a finite number >= 0"),

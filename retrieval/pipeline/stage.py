@@ -15,7 +15,7 @@ adds the two stages' scores per document, `w * s` multiplies a stage's scores
 by a number, `a | b` is the union of the documents both rank. A Pipeline is
 itself a stage, so pipelines nest. `pipe(f)` wraps a plain callable with the
 stage signature so it composes too. A stage's repr shows its settings and a
-pipeline's its stages (`BM25(k1=0.9, b=0.4) % 100 >> LateReranker(depth=100)`).
+pipeline's its stages (`BM25(k1=0.9, b=0.4) % 100 >> LateReranker(interpolate=0.3, depth=100)`).
 
 Queries without text, one policy for every stage: a stage given a run works
 only on queries it has the text of, and a run naming a query that `queries`

@@ -1,0 +1,179 @@
+"""Training learned rankers on judged features, every setting chosen on validation queries.
+
+    model = train(train_runs, train_qrels, valid_runs, valid_qrels, kind="lambdamart")
+
+LambdaMART is LightGBM's gradient-boosted trees with a ranking objective:
+`lambdarank` (list-wise LambdaMART), `rank_xendcg` (list-wise cross-entropy) or
+`regression` (point-wise, on the grades); the number of trees by early
+stopping on the validation queries' nDCG@10; optionally boosted from the first
+stage's normalised score (`base`, model.py). The linear model is a pair-wise
+logistic ranker (RankNet's loss on a linear score, L2-regularised, fitted by
+scipy's L-BFGS). For either, each setting of GRIDS is trained and the one with
+the best validation nDCG@10 (our own evaluation, every judged validation query
+counted) is kept; the settings and validation figures go into the model.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from retrieval.errors import InputError
+from retrieval.evaluation.measures import evaluate
+from retrieval.ltr.model import KINDS, LTRModel, columns, normalise_query, query_stats
+from retrieval.ltr.run import FeatureRun
+from retrieval.types import Qrels, Run
+
+Qrel = Mapping[str, Mapping[str, int]]
+VALIDATION_MEASURE = "nDCG@10"
+MAX_TREES = 300
+EARLY_STOPPING = 30
+GRIDS: dict[str, dict[str, Sequence[Any]]] = {
+    "lambdamart": {"objective": ("lambdarank", "rank_xendcg", "regression"), "num_leaves": (3, 7),
+                   "min_data_in_leaf": (50, 200), "normalisation": ("minmax", "zscore"), "base": (0.0, 1.0)},
+    "linear": {"l2": (0.01, 1.0, 100.0), "normalisation": ("minmax", "zscore")},
+}
+MAX_PAIRS = 2000  # per query, for the linear model's loss (drawn with a fixed seed)
+
+
+def settings_grid(kind: str, grid: Mapping[str, Sequence[Any]] | None = None) -> list[dict[str, Any]]:
+    """Every combination of the grid's values."""
+    grid = GRIDS[kind] if grid is None else grid
+    return [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+
+
+def design(runs: Sequence[FeatureRun], qrels: Sequence[Qrel], names: Sequence[str], normalisation: str,
+           stats: Mapping[str, tuple[float, float]]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """(X, y, group sizes) over the judged queries of the runs, normalised as the model will."""
+    xs, ys, groups = [], [], []
+    for run, judged in zip(runs, qrels):
+        cols = columns(run, names)
+        for q, (ids, m) in run.features.items():
+            if q not in judged or not ids:
+                continue
+            xs.append(normalise_query(m[:, cols], names, normalisation, stats))
+            ys.append([max(int(judged[q].get(d, 0)), 0) for d in ids])
+            groups.append(len(ids))
+    if not xs:
+        raise InputError("no judged query in the training features; wrong qrels for them?")
+    return np.vstack(xs), np.concatenate(ys).astype(np.float64), groups
+
+
+def score(model: LTRModel, runs: Sequence[FeatureRun], qrels: Sequence[Qrel]) -> float:
+    """Mean validation nDCG@10 over the judged queries of all runs (pooled)."""
+    values = []
+    for run, judged in zip(runs, qrels):
+        ranked = model.rerank(run)
+        answered = Qrels({q: j for q, j in judged.items() if q in run.features})
+        if answered:
+            values.append((evaluate(ranked, answered, VALIDATION_MEASURE)[VALIDATION_MEASURE], len(answered)))
+    total = sum(n for _, n in values)
+    return sum(v * n for v, n in values) / total if total else 0.0
+
+
+def fit(kind: str, settings: Mapping[str, Any], names: Sequence[str], runs: Sequence[FeatureRun],
+        qrels: Sequence[Qrel], valid_runs: Sequence[FeatureRun] = (), valid_qrels: Sequence[Qrel] = (),
+        trees: int | None = None) -> LTRModel:
+    """One model with fixed settings; LambdaMART stops early on the validation runs when given (else
+    grows `trees` trees)."""
+    if kind not in KINDS:
+        raise InputError(f"unknown learned ranker {kind!r}; expected one of {', '.join(KINDS)}")
+    how = settings["normalisation"]
+    stats = query_stats(runs, names)
+    x, y, groups = design(runs, qrels, names, how, stats)
+    if kind == "linear":
+        weights = _pairwise_logistic(x, y, groups, float(settings["l2"]))
+        return LTRModel(kind, tuple(names), how, stats, weights=weights.tolist(),
+                        info={"settings": dict(settings)})
+    import lightgbm
+
+    objective = settings["objective"]
+    base = float(settings.get("base", 0.0))
+    start = LTRModel(kind, tuple(names), how, stats, base=base)
+    lgb_params = {"objective": objective, "num_leaves": settings["num_leaves"],
+                  "min_data_in_leaf": settings["min_data_in_leaf"], "learning_rate": 0.05,
+                  "feature_fraction": 1.0, "lambda_l2": 1.0, "max_bin": 255, "num_threads": 1,
+                  "deterministic": True, "force_row_wise": True, "seed": 0, "verbose": -1,
+                  "metric": "ndcg", "eval_at": [10]}
+    train_set = lightgbm.Dataset(x, y, group=groups, feature_name=list(names), free_raw_data=False,
+                                 init_score=start.base_scores(x) if base else None)
+    callbacks, valid_sets = [], []
+    if valid_runs and trees is None:
+        vx, vy, vgroups = design(valid_runs, valid_qrels, names, how, stats)
+        valid_sets = [lightgbm.Dataset(vx, vy, group=vgroups, reference=train_set,
+                                       init_score=start.base_scores(vx) if base else None)]
+        callbacks = [lightgbm.early_stopping(EARLY_STOPPING, first_metric_only=True, verbose=False)]
+    booster = lightgbm.train(lgb_params, train_set, num_boost_round=trees or MAX_TREES,
+                             valid_sets=valid_sets, callbacks=callbacks)
+    best = booster.best_iteration or booster.current_iteration()
+    booster = lightgbm.Booster(model_str=booster.model_to_string(num_iteration=best))
+    return LTRModel(kind, tuple(names), how, stats, booster=booster,
+                    info={"settings": dict(settings) | {"trees": best}}, base=base)
+
+
+def _pairwise_logistic(x: np.ndarray, y: np.ndarray, groups: Sequence[int], l2: float) -> np.ndarray:
+    """Weights minimising sum over pairs (i better than j, same query) of log(1 + exp(-(x_i - x_j) w))
+    / pairs + l2 / 2 * |w|^2 / pairs-count-free (scipy L-BFGS)."""
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(0)
+    diffs = []
+    start = 0
+    for size in groups:
+        labels = y[start:start + size]
+        better, worse = np.nonzero(labels[:, None] > labels[None, :])
+        if len(better) > MAX_PAIRS:
+            keep = np.sort(rng.choice(len(better), MAX_PAIRS, replace=False))
+            better, worse = better[keep], worse[keep]
+        diffs.append(x[start + better] - x[start + worse])
+        start += size
+    d = np.vstack(diffs) if diffs else np.zeros((0, x.shape[1]))
+    if not len(d):
+        raise InputError("no pair of differently judged documents in the training features")
+    n = len(d)
+
+    def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+        margin = d @ w
+        value = np.logaddexp(0.0, -margin).sum() / n + 0.5 * l2 * (w @ w) / n
+        sig = 0.5 * (1.0 - np.tanh(0.5 * margin))  # = 1 / (1 + exp(margin)), stable
+        grad = -(d * sig[:, None]).sum(axis=0) / n + l2 * w / n
+        return float(value), grad
+
+    result = minimize(loss, np.zeros(d.shape[1]), jac=True, method="L-BFGS-B",
+                      options={"maxiter": 500})
+    return np.asarray(result.x, dtype=np.float64)
+
+
+def train(kind: str, names: Sequence[str], runs: Sequence[FeatureRun], qrels: Sequence[Qrel],
+          valid_runs: Sequence[FeatureRun], valid_qrels: Sequence[Qrel],
+          grid: Mapping[str, Sequence[Any]] | None = None) -> LTRModel:
+    """The model of the setting with the best validation nDCG@10 (early stopping on validation too),
+    with every setting's validation figure recorded in its info."""
+    tried = []
+    best: tuple[float, LTRModel] | None = None
+    for settings in settings_grid(kind, grid):
+        model = fit(kind, settings, names, runs, qrels, valid_runs, valid_qrels)
+        value = score(model, valid_runs, valid_qrels)
+        tried.append({"settings": model.info["settings"], VALIDATION_MEASURE: round(value, 6)})
+        if best is None or value > best[0]:
+            best = (value, model)
+    value, model = best
+    model.info |= {"validation": {VALIDATION_MEASURE: value, "tried": tried}}
+    return model
+
+
+def split_queries(run: FeatureRun, share: float = 0.2) -> tuple[set[str], set[str]]:
+    """(training, validation) query ids: every 1/share-th query of the sorted judged ids held out."""
+    ids = sorted(run.features)
+    step = max(int(round(1 / share)), 2)
+    valid = set(ids[step - 1::step])
+    return set(ids) - valid, valid
+
+
+def subset(run: FeatureRun, qids: set[str]) -> FeatureRun:
+    """The run's queries in `qids` only."""
+    return FeatureRun(Run({q: run[q] for q in run if q in qids}),
+                      {q: f for q, f in run.features.items() if q in qids}, run.names)

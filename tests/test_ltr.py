@@ -1,0 +1,141 @@
+"""Learning to rank: features of a first stage's candidates, the LETOR file, learned rankers, the cascade."""
+
+import json
+
+import numpy as np
+import pytest
+
+from retrieval import registry
+from retrieval.cli import main
+from retrieval.collections import load_qrels, load_topics
+from retrieval.errors import InputError
+from retrieval.experiments.config import build_pipeline, stage_specs
+from retrieval.formats.trec import format_run
+from retrieval.ltr import FeatureRun, load_model, read_letor, write_letor
+from retrieval.ltr.letor import read_labels
+from retrieval.ltr.train import fit, split_queries, subset, train
+from retrieval.types import Qrels, Queries
+
+SMALL = {"lambdamart": {"objective": ("lambdarank",), "num_leaves": (3,), "min_data_in_leaf": (20,),
+                        "normalisation": ("minmax",), "base": (0.0, 1.0)},
+         "linear": {"l2": (1.0,), "normalisation": ("minmax", "zscore")}}
+
+
+@pytest.fixture(scope="module")
+def cacm_features(cacm_index):
+    """BM25's top 30 of every CACM query with features (no dense or late part: the sparse ones)."""
+    topics = load_topics("cacm")
+    first = registry.build("bm25", cacm_index, hits=200)
+    return (first % 200 >> registry.build("features", cacm_index, depth=30))(topics)
+
+
+def test_features_are_every_scorer_and_statistic(cacm_features, cacm_index):
+    run = cacm_features
+    assert isinstance(run, FeatureRun)
+    assert run.names == ("first_score", "first_rank", "bm25", "qld", "qljm", "rm3", "doc_length",
+                         "query_length", "idf_sum", "idf_max", "idf_mean")
+    ids, matrix = run.features["1"]
+    assert matrix.shape == (len(ids), len(run.names)) and len(ids) == 30
+    # BM25 as first stage and as scorer agree; ranks 1..30
+    assert np.array_equal(matrix[:, 0], matrix[:, 2])
+    assert sorted(matrix[:, 1].tolist()) == list(range(1, 31))
+    from retrieval.types import Run
+
+    qld = registry.build("qld", cacm_index)(Queries({"1": load_topics("cacm")["1"]}), Run({"1": run["1"]}))
+    assert dict(zip(ids, matrix[:, 3].tolist())) == dict(qld["1"])
+
+
+def test_letor_round_trip_and_run_from_it_is_byte_identical(cacm_features, tmp_path):
+    qrels = load_qrels("cacm")
+    path = tmp_path / "cacm.letor"
+    write_letor(cacm_features, path, qrels)
+    first = path.read_text().splitlines()[1]
+    assert first.split()[1] == "qid:1" and "# docid = CACM-" in first
+    back = read_letor(path)
+    assert back.names == cacm_features.names and back == cacm_features
+    labels = read_labels(path)
+    assert labels["1"] == {d: qrels["1"].get(d, 0) for d in cacm_features.features["1"][0]}
+    model = fit("linear", {"l2": 1.0, "normalisation": "minmax"}, back.names, [back], [qrels])
+    from_memory, from_file = model.rerank(cacm_features), model.rerank(back)
+    assert format_run(from_file, "ltr") == format_run(from_memory, "ltr")
+
+
+def test_lambdamart_and_linear_train_save_load_and_rerank(cacm_features, tmp_path):
+    qrels = Qrels({q: j for q, j in load_qrels("cacm").items() if q in cacm_features.features})
+    fit_ids, valid_ids = split_queries(cacm_features)
+    runs, valid = subset(cacm_features, fit_ids), subset(cacm_features, valid_ids)
+    for kind in ("lambdamart", "linear"):
+        model = train(kind, cacm_features.names, [runs], [qrels], [valid], [qrels], SMALL[kind])
+        assert len(model.info["validation"]["tried"]) == 2
+        model.save(tmp_path / kind)
+        files = sorted(p.name for p in (tmp_path / kind).iterdir())
+        assert files == (["model.json", "model.txt", "training.json"] if kind == "lambdamart"
+                         else ["model.json", "training.json"])
+        loaded = load_model(tmp_path / kind)
+        assert format_run(loaded.rerank(cacm_features), "t") == format_run(model.rerank(cacm_features), "t")
+        importances = json.loads((tmp_path / kind / "training.json").read_text())["importances"]
+        assert set(importances) == set(cacm_features.names)
+        assert abs(sum(importances.values()) - 1) < 1e-9
+
+
+def test_ltr_in_the_cascade_python_and_config(cacm_index, cacm_features, tmp_path):
+    qrels = load_qrels("cacm")
+    model = fit("linear", {"l2": 1.0, "normalisation": "minmax"}, cacm_features.names, [cacm_features],
+                [qrels])
+    model.save(tmp_path / "m")
+    topics = Queries(list(load_topics("cacm").items())[:10])
+    bm25 = registry.build("bm25", cacm_index, hits=200)
+    features = registry.build("features", cacm_index, depth=30)
+    ltr = registry.build("ltr", cacm_index, checkpoint=str(tmp_path / "m"))
+    python = (bm25 % 200 >> features >> ltr)(topics)
+    specs = stage_specs([{"model": "bm25", "cutoff": 200}, {"model": "features", "depth": 30},
+                         {"model": "ltr", "checkpoint": str(tmp_path / "m")}])
+    config = build_pipeline(specs, cacm_index)(topics)
+    assert format_run(python, "t") == format_run(config, "t")
+    assert all(len(hits) == 30 for hits in python.values())
+    with pytest.raises(InputError, match="features stage"):
+        (bm25 % 200 >> ltr)(topics)
+    with pytest.raises(InputError, match="ltr needs checkpoint"):
+        registry.build("ltr", cacm_index)
+
+
+def test_features_cache_gives_the_same_features(cacm_index, tmp_path):
+    topics = Queries(list(load_topics("cacm").items())[:5])
+    first = registry.build("bm25", cacm_index, hits=50)(topics)
+    stage = registry.build("features", cacm_index, depth=20, cache=str(tmp_path / "cache"),
+                           feature_set="bm25+qld")
+    computed = stage(topics, first)
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+    cached = stage(topics, first)
+    assert cached.names == computed.names == ("first_score", "first_rank", "bm25", "qld", "doc_length",
+                                              "query_length", "idf_sum", "idf_max", "idf_mean")
+    assert all(np.array_equal(cached.features[q][1], computed.features[q][1]) for q in topics)
+    with pytest.raises(InputError, match="feature_set"):
+        registry.build("features", cacm_index, feature_set="bm25+nope")
+    with pytest.raises(InputError, match="dense part"):
+        registry.build("features", cacm_index, feature_set="bm25+dense")
+
+
+def test_features_and_train_ltr_commands(cacm_index, tmp_path, capsys):
+    letor, model = tmp_path / "f.letor", tmp_path / "model"
+    assert main(["features", "--index", str(cacm_index.path), "--topics", "cacm", "--depth", "20",
+                 "--feature-set", "bm25+qld", "--qrels", "cacm", "--output", str(letor)]) in (0, None)
+    assert read_letor(letor).names[:4] == ("first_score", "first_rank", "bm25", "qld")
+    assert main(["train", "ltr", "--features", str(letor), "--topics", "cacm", "--kind", "linear",
+                 "--output", str(model)]) in (0, None)
+    out = capsys.readouterr().out
+    assert "chosen on validation" in out and "feature importances" in out
+    assert load_model(model).kind == "linear"
+    assert main(["train", "ltr", "--features", str(letor), "--kind", "linear", "--objective",
+                 "lambdarank", "--output", str(tmp_path / "m2")]) == 2
+
+
+def test_boosting_from_the_first_stage_starts_from_its_ranking(cacm_features):
+    """With base > 0 and no tree, LambdaMART ranks by the first stage's score."""
+    qrels = load_qrels("cacm")
+    settings = {"objective": "lambdarank", "num_leaves": 3, "min_data_in_leaf": 20, "normalisation": "minmax",
+                "base": 1.0}
+    model = fit("lambdamart", settings, cacm_features.names, [cacm_features], [qrels], trees=1)
+    x = model.matrix(cacm_features, "1")
+    assert np.allclose(model.base_scores(x), x[:, 0])
+    assert model.predict(x).shape == (30,)
