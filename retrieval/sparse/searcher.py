@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from retrieval.index.codebook import Impacts, from_values
 from retrieval.index.postings import InvertedIndex
-from retrieval.sparse import kernels
+from retrieval.sparse import kernels, selective
 
 WeightedQuery = list[tuple[int, float]]  # (term id, weight)
 METHODS = ("auto", "maxscore", "exhaustive")
@@ -43,6 +43,19 @@ def flat_queries(queries: list[WeightedQuery]) -> tuple[np.ndarray, np.ndarray, 
     terms = np.array([t for q in queries for t, _ in q], dtype=np.int64)
     weights = np.array([w for q in queries for _, w in q], dtype=np.float64)
     return query_ptr, terms, weights
+
+
+def top_k(docs: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best (docno, score), score descending then docno ascending.
+
+    `docs` must be ascending: the stable sort then keeps ties in docno order.
+    """
+    if len(docs) > k:
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        keep = scores >= kth
+        docs, scores = docs[keep], scores[keep]
+    order = np.argsort(-scores, kind="stable")[:k]
+    return docs[order], scores[order]
 
 
 class ImpactSearcher:
@@ -97,51 +110,50 @@ class ImpactSearcher:
         return matched, np.bincount(inverse, weights=values, minlength=len(matched))
 
     def top_k(self, docs: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The k best (docno, score), score descending then docno ascending.
-
-        `docs` must be ascending: the stable sort then keeps ties in docno order.
-        """
-        if len(docs) > k:
-            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-            keep = scores >= kth
-            docs, scores = docs[keep], scores[keep]
-        order = np.argsort(-scores, kind="stable")[:k]
-        return docs[order], scores[order]
+        """The k best (docno, score), score descending then docno ascending (module's top_k)."""
+        return top_k(docs, scores, k)
 
     def search_many(self, queries: list[WeightedQuery], k: int, threads: int = 1,
-                    method: str = "auto") -> list[tuple[np.ndarray, np.ndarray]]:
+                    method: str = "auto", allow: np.ndarray | None = None
+                    ) -> list[tuple[np.ndarray, np.ndarray]]:
         """Top k of every query, batched; identical to calling `search` on each, whatever the method.
 
         "exhaustive": score every posting (compiled); "maxscore": the compiled
         MaxScore kernel; "auto": the one measured faster (auto_method). With a
-        negative weight or impact, one query at a time with `search`.
+        negative weight or impact, one query at a time with `search`. `allow` (uint8 by docno)
+        keeps out the documents whose entry is 0, inside the top k (index/filters.py).
         """
         if method not in METHODS:
             raise ValueError(f"unknown search method {method!r}; expected one of {METHODS}")
         if method == "auto":
             method = self.auto_method(k)
         if k <= 0 or not self.nonnegative or any(w < 0 for q in queries for _, w in q):
-            return [self.search(q, k) for q in tqdm(queries, desc="searching", disable=None)]
-        return self._kernel_many(queries, min(k, max(self.index.num_docs, 1)), threads, method)
+            return [self.search(q, k, allow) for q in tqdm(queries, desc="searching", disable=None)]
+        return self._kernel_many(queries, min(k, max(self.index.num_docs, 1)), threads, method, allow)
 
     def auto_method(self, k: int) -> str:
         """What "auto" searches with for k hits (eval/bench_topk.py measures the choice)."""
         return "exhaustive"
 
     def _kernel_many(self, queries: list[WeightedQuery], k: int, threads: int,
-                     method: str) -> list[tuple[np.ndarray, np.ndarray]]:
+                     method: str, allow: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
         index = self.index
         impacts = self.impacts
         postings = [kernels.readonly(np.asarray(a))
                     for a in (index.indptr, index.docnos, impacts.codes, impacts.table, impacts.bases)]
         maxima = kernels.readonly(np.asarray(self.max_impacts)) if method == "maxscore" else None
+        allowed = None if allow is None else kernels.readonly(np.ascontiguousarray(allow, dtype=np.uint8))
+        passing = None if allow is None else kernels.readonly(np.flatnonzero(allowed).astype(np.int64))
 
         def kernel(query: tuple, out: tuple) -> None:
             """query: (query_ptr, terms, weights, k); out: (docs, scores, counts), filled in place."""
             if maxima is not None:
-                kernels.maxscore_batch(*postings, maxima, *query, index.num_docs, *out)
+                kernels.maxscore_batch(*postings, maxima, *query, index.num_docs, *out, allowed)
+            elif allowed is not None:  # the passing documents alone when few pass (selective.py)
+                selective.filtered_batch(*postings, *query, kernels.WINDOW, self.large_k, allowed, passing,
+                                         selective.SEEK_COST, *out)
             else:
-                kernels.exhaustive_batch(*postings, *query, kernels.WINDOW, self.large_k, *out)
+                kernels.exhaustive_batch(*postings, *query, kernels.WINDOW, self.large_k, *out, allowed)
         size = max(1, min(64, -(-len(queries) // max(1, threads))))
         chunks = [queries[i:i + size] for i in range(0, len(queries), size)]
         bar = tqdm(total=len(queries), desc="searching", unit=" queries", disable=None)
@@ -163,9 +175,14 @@ class ImpactSearcher:
         bar.close()
         return results
 
-    def search(self, query: WeightedQuery, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top k documents over the whole index."""
-        return self.top_k(*self.accumulate(query), k)
+    def search(self, query: WeightedQuery, k: int, allow: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Top k documents over the whole index (those `allow` lets in)."""
+        docs, scores = self.accumulate(query)
+        if allow is not None:
+            keep = np.asarray(allow)[docs] != 0
+            docs, scores = docs[keep], scores[keep]
+        return self.top_k(docs, scores, k)
 
     def score(self, query: WeightedQuery, docs: np.ndarray) -> np.ndarray:
         """Scores of the given docnos (0 for documents matching no query term)."""
