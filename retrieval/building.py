@@ -42,21 +42,25 @@ def late_part(model: str | Path | None, precision: str | None, compression: str 
 
 def build_with_parts(documents: Iterable[Document], path: Path, *, source: str, analyzer: Analyzer,
                      shards: int | None = None, workers: int = 1, force: bool = False,
-                     dense: Any = None, late: Any = None) -> dict[str, Any]:
-    """Build the index at `path` (`shards` shards if given) with the dense and late parts asked for;
-    returns its manifest. A path inside another index (a shard or segment of it) is refused."""
+                     dense: Any = None, late: Any = None, fields: list[str] | None = None
+                     ) -> dict[str, Any]:
+    """Build the index at `path` (`shards` shards if given) with the dense and late parts asked for
+    and an inverted part per field of `fields`; returns its manifest. A path inside another index (a
+    shard or segment of it) is refused."""
     from retrieval.ownership import check_not_inside_index
 
     check_not_inside_index(path)
     if shards is not None:
         from retrieval.shards.build import build_sharded_index
 
+        if fields:
+            raise InputError("fields (--fields) are indexed in single indexes only, not yet in shards")
         return build_sharded_index(documents, path, shards, source=source, analyzer=analyzer,
                                    workers=workers, dense=dense, late=late, force=force)
     from retrieval.index.native import build_index
 
     return build_index(documents, path, source=source, analyzer=analyzer, workers=workers, force=force,
-                       then=lambda built: add_parts(built, dense, late))
+                       then=lambda built: add_parts(built, dense, late), fields=fields or ())
 
 
 def replace_parts(path: Path, dense: Any = None, late: Any = None) -> dict[str, dict[str, Any]]:

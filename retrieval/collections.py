@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tarfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -81,6 +82,21 @@ class Collection:
     directory: str | None = None  # its folder in the data directory (default: its name; "" the root)
 
 
+_CACM_DATE = re.compile(r"^CACM\s+(?:[A-Za-z]+,?\s+)?(\d{4})\s*$", re.M)
+
+
+def _cacm_fields(documents: Iterator[Document]) -> Iterator[Document]:
+    """CACM's pages with their parts as fields: `title` (the first paragraph), `text` (the page, as
+    indexed flat), and metadata `year` and `venue` from the "CACM December, 1958" line."""
+    for doc in documents:
+        paragraphs = [p for p in re.split(r"\n\s*\n", doc.fields.get("raw", "")) if p.strip()] \
+            if doc.fields else []
+        title = " ".join(paragraphs[0].split()) if paragraphs else ""
+        date = _CACM_DATE.search(doc.fields.get("raw", "")) if doc.fields else None
+        meta = {"venue": "CACM", **({"year": int(date.group(1))} if date else {})}
+        yield Document(doc.id, doc.title, doc.text, {"title": title}, meta)
+
+
 def _cran(name: str) -> Callable[[Path], str]:
     return lambda root: _tar_member(root / "cran.tar.gz", name)
 
@@ -88,7 +104,7 @@ def _cran(name: str) -> Callable[[Path], str]:
 COLLECTIONS: dict[str, Collection] = {
     "cacm": Collection(
         "cacm",
-        documents=lambda root: read_html_tarball(root / "cacm.tar.gz"),
+        documents=lambda root: _cacm_fields(read_html_tarball(root / "cacm.tar.gz", raw=True)),
         topics={"test": lambda root: read_trec_topics(root / "topics.cacm.txt")},
         qrels={"test": lambda root: read_qrels(root / "qrels.cacm.txt")},
     ),

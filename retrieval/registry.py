@@ -89,7 +89,7 @@ def _native_sparse(model: str) -> Builder:
         from retrieval.index.impacts import sparse_model
         from retrieval.sparse.rankers import BM25, RM3, QueryLikelihood, SparseRanker
 
-        common = {"hits": v["hits"], "threads": v["threads"]}
+        common = {"hits": v["hits"], "threads": v["threads"], "filter": v["filter"]}
         if model == "bm25":
             stage: Stage = BM25(index, **common, **_model_params(model, v))
         elif model in ("qld", "qljm"):
@@ -101,12 +101,31 @@ def _native_sparse(model: str) -> Builder:
     return build
 
 
+def _no_filter(index: AnyIndex, v: dict[str, Any]) -> None:
+    """Filters run on single native indexes so far: refuse one elsewhere rather than ignore it."""
+    if v.get("filter") is not None:
+        raise InputError(f"filter is not supported on a {index.kind} index yet; search a single native"
+                         " index", index.path)
+
+
+def _fielded(name: str) -> Builder:
+    def build(index: AnyIndex, **v: Any) -> Stage:
+        from retrieval.sparse.fielded import BM25F, MultifieldBM25
+        from retrieval.sparse.rankers import RM3
+
+        common = {n: v[n] for n in ("k1", "b", "field_weights", "hits", "threads", "filter")}
+        stage = MultifieldBM25(index, **common) if name == "multifield" else BM25F(index, **common,
+                                                                                   field_b=v["field_b"])
+        return _feedback(RM3, stage, v)
+    return build
+
+
 def _sharded_sparse(model: str) -> Builder:
     def build(index: AnyIndex, **v: Any) -> Stage:
         from retrieval.shards.rankers import ShardedRM3, ShardedSparse
 
         stage = ShardedSparse(index, model, v["hits"], index.shard_backend(), v["threads"],
-                              **_model_params(model, v))
+                              filter=v["filter"], **_model_params(model, v))
         return _feedback(ShardedRM3, stage, v)
     return build
 
@@ -121,6 +140,7 @@ def _lucene_sparse(model: str) -> Builder:
     def build(index: AnyIndex, **v: Any) -> Stage:
         from retrieval.lucene import LuceneBM25, LuceneQLD
 
+        _no_filter(index, v)
         common = {n: v[n] for n in FEEDBACK + ("hits", "threads")} | _model_params(model, v)
         return _rescoring_depth((LuceneBM25 if model == "bm25" else LuceneQLD)(index, **common), v)
     return build
@@ -143,12 +163,14 @@ def _native_dense(index: AnyIndex, **v: Any) -> Stage:
     from retrieval.dense import DenseRetriever
 
     return DenseRetriever(index, v["encoder"], hits=v["hits"], precision=v["precision"],
-                          threads=v["threads"], ef_search=v["ef_search"], nprobe=v["nprobe"])
+                          threads=v["threads"], ef_search=v["ef_search"], nprobe=v["nprobe"],
+                          filter=v["filter"])
 
 
 def _sharded_dense(index: AnyIndex, **v: Any) -> Stage:
     from retrieval.shards.rankers import ShardedDense
 
+    _no_filter(index, v)
     for name in ("ef_search", "nprobe"):
         if v[name] is not None:
             raise InputError(f"{name} is not supported on a sharded index (its dense parts are flat)")
@@ -159,10 +181,11 @@ def _hybrid(index: AnyIndex, **v: Any) -> Stage:
     """BM25 and dense, each to `depth`, fused: min-max interpolation (`weight` on BM25) or RRF."""
     from retrieval.pipeline.fusion import RRF, Interpolate
 
-    depth = v["depth"]
-    sparse = build("bm25", index, k1=v["k1"], b=v["b"], hits=depth, threads=v["threads"])
+    depth = v["depth"]  # a filter applies to both inputs: every fused document passes it
+    sparse = build("bm25", index, k1=v["k1"], b=v["b"], hits=depth, threads=v["threads"],
+                   filter=v["filter"])
     dense = build("dense", index, hits=depth, encoder=v["encoder"], precision=v["precision"],
-                  threads=v["threads"])
+                  threads=v["threads"], filter=v["filter"])
     if v["fusion"] == "rrf":
         return RRF(sparse, dense, rrf_k=v["rrf_k"], depth=depth, hits=v["hits"])
     return Interpolate(sparse, dense, weight=v["weight"], depth=depth, hits=v["hits"])
@@ -243,12 +266,13 @@ def _late(index: AnyIndex, **v: Any) -> Stage:
     from retrieval.late import LateReranker
 
     return LateReranker(index, v["checkpoint"], interpolate=v["interpolate"], depth=v["depth"],
-                        hits=v["hits"], threads=v["threads"], precision=v["precision"])
+                        hits=v["hits"], threads=v["threads"], precision=v["precision"], filter=v["filter"])
 
 
 # ---------------------------------------------------------------- the registry
 
-SPARSE = ("hits", "threads") + FEEDBACK + ("depth",)  # depth: given a run, rescore its top `depth` only
+# depth: given a run, rescore its top `depth` only; filter: index/filters.py, inside the top k
+SPARSE = ("hits", "threads", "filter") + FEEDBACK + ("depth",)
 ROCCHIO = ("fb_docs", "alpha", "beta", "gamma", "qrels")
 NEURAL = ("hits", "threads", "encoder", "precision")
 
@@ -258,9 +282,14 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
     Ranker("qld", "query likelihood, Dirichlet smoothing", ("mu",) + SPARSE,
            sparse_builders("qld") | {"lucene": _lucene_sparse("qld")}),
     Ranker("qljm", "query likelihood, Jelinek-Mercer smoothing", ("lam",) + SPARSE, sparse_builders("qljm")),
-    Ranker("dense", "bi-encoder over the index's FAISS part", NEURAL + ("ef_search", "nprobe"),
+    Ranker("multifield", "Anserini's multifield BM25: per-field BM25 summed (index built with --fields)",
+           ("k1", "b", "field_weights") + SPARSE, {"native": _fielded("multifield")}),
+    Ranker("bm25f", "BM25F: field-weighted, per-field length-normalised tf, one saturation (--fields)",
+           ("k1", "b", "field_weights", "field_b") + SPARSE, {"native": _fielded("bm25f")}),
+    Ranker("dense", "bi-encoder over the index's FAISS part", NEURAL + ("filter", "ef_search", "nprobe"),
            {"native": _native_dense, "sharded": _sharded_dense}, needs_parts=("dense",)),
-    Ranker("hybrid", "BM25 fused with dense", NEURAL + ("depth", "k1", "b", "weight", "fusion", "rrf_k"),
+    Ranker("hybrid", "BM25 fused with dense",
+           NEURAL + ("filter", "depth", "k1", "b", "weight", "fusion", "rrf_k"),
            {"native": _hybrid, "sharded": _hybrid}, defaults={"depth": 1000}, needs_parts=("dense",)),
     Ranker("rocchio", "BM25 with Rocchio feedback (pseudo, or explicit from qrels)",
            ("k1", "b", "hits", "threads", "fb_terms") + ROCCHIO, {"native": _rocchio}),
@@ -273,7 +302,7 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
     Ranker("ltr", "a learned ranker (LambdaMART or linear) over a features stage's candidates",
            ("hits", "threads", "checkpoint"), {"native": _ltr, "sharded": _ltr}, needs_run=True),
     Ranker("late", "late-interaction (MaxSim) reranker of a run's top `depth`",
-           ("hits", "threads", "precision", "depth", "checkpoint", "interpolate"),
+           ("hits", "threads", "precision", "depth", "checkpoint", "interpolate", "filter"),
            {"native": _late, "sharded": _late}, defaults={"depth": RERANK_DEPTH}, needs_run=True),
 )}
 
@@ -290,6 +319,11 @@ def build(name: str, index: AnyIndex | Any, **params: Any) -> Stage:
     from retrieval.index.kinds import open_index
 
     entry = ranker(name)
+    if params.get("filter") is not None and not isinstance(params["filter"], str):
+        from retrieval.index.filters import as_filter
+
+        given = as_filter(params["filter"])  # a Filter (or a dict of one): as its expression
+        params = {**params, "filter": None if given is None else given.to_expression()}
     values = entry.resolve(params)  # before opening anything
     index = open_index(index)
     if index.kind not in entry.builders:

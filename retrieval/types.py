@@ -25,16 +25,39 @@ Ranking = list[tuple[str, float]]
 
 
 class Document(NamedTuple):
-    """One document of a collection; `contents` is what gets indexed."""
+    """One document of a collection; `contents` (title and text) is what the flat index indexes.
+
+    `fields` holds the format's other named text fields (TREC `head`, SMART `author`, a JSONL
+    record's named strings; a name here overrides `title`/`text` for fielded indexing, as TREC's
+    `<TITLE>` and `<TEXT>` do while `text` keeps the whole body); `metadata` holds values filters
+    test (strings, numbers, ISO dates as strings, lists of keywords), given in JSONL. Both are
+    None when the format has none, so a document of title and text stays a 3-tuple in value.
+    """
 
     id: str
     title: str
     text: str
+    fields: Mapping[str, str] | None = None
+    metadata: Mapping[str, Any] | None = None
 
     @property
     def contents(self) -> str:
         """Title and text in one field (the BEIR/Anserini convention)."""
         return f"{self.title} {self.text}" if self.title else self.text
+
+    def field(self, name: str) -> str:
+        """The text of a named field ("" when the document has none): `fields` first, then
+        title, text, and "contents" (title and text)."""
+        if self.fields and name in self.fields:
+            return self.fields[name]
+        if name in ("title", "text"):
+            return getattr(self, name)
+        return self.contents if name == "contents" else ""
+
+    def field_names(self) -> list[str]:
+        """The names of the text fields this document has (non-empty title and text included)."""
+        names = [n for n in ("title", "text") if getattr(self, n)]
+        return names + [n for n in (self.fields or {}) if n not in names]
 
 
 class Queries(dict[str, str]):

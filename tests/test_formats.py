@@ -185,7 +185,7 @@ def test_an_html_file_is_one_document_and_a_directory_all_of_them(tmp_path):
 def test_html_text_extraction():
     doc = html_to_document("CACM-1", "<html><head><title>T</title></head><pre>A &amp; B\n"
                                       "<script>x()</script>c</pre></html>")
-    assert doc == ("CACM-1", "T", "A & B c")
+    assert doc[:3] == ("CACM-1", "T", "A & B c") and doc.fields is None
 
 
 def test_run_round_trip_is_lossless_and_deterministic(tmp_path):

@@ -105,6 +105,14 @@ def test_search_filters_and_rerank_match_the_library(cacm_copy):
         allowed = [d for d, _ in reference[-3:]] + [d for d, _ in reference[1500:1502]]
         _, reply = call(port, "POST", "/api/search", {"query": query, "k": 3, "include": allowed})
         assert [r["id"] for r in reply["results"]] == [d for d, _ in reference if d in set(allowed)][:3]
+        # a metadata filter, inside the first stage's top k, with an exclude list
+        index = open_index(cacm_copy)
+        late = [d for d, _ in reference if (index.docstore.get(d).metadata or {}).get("year", 0) >= 1975]
+        _, reply = call(port, "POST", "/api/search", {"query": query, "k": 5, "filter": "year >= 1975",
+                                                      "exclude": late[:2]})
+        assert [r["id"] for r in reply["results"]] == late[2:7]
+        status, reply = call(port, "POST", "/api/search", {"query": query, "filter": "year >="})
+        assert status == 400 and "filter" in reply["error"]
         # a reranking pipeline: the cut applies after filtering
         pipeline = [{"model": "bm25", "cutoff": 20}, "qld"]
         _, reply = call(port, "POST", "/api/search", {"query": query, "k": 5, "pipeline": pipeline,

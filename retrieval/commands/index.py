@@ -41,6 +41,10 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="build a sharded index: N document-partitioned shards (each an index of its "
                    "own, built --threads at a time in parallel processes) plus the collection-wide "
                    "statistics, so searching it gives the single index's run")
+    p.add_argument("--fields", default=None, metavar="NAMES",
+                   help="also index these fields apart, comma-separated (e.g. title,text): one postings "
+                   "list per field with its own lengths, for --model multifield and bm25f; the flat "
+                   "index (title and text together) is built as without it")
     p.add_argument("--dense", action="store_true",
                    help="also encode documents into a FAISS index (the dense/ part); with an "
                    "existing index and no --collection, add only the dense part")
@@ -78,6 +82,9 @@ def run(args: argparse.Namespace) -> None:
     # every model and parameter is checked before anything is built, so a mistake in them cannot
     # leave the index at --index replaced by one without the parts it had
     dense, late = _dense_source(args), _late_source(args)
+    fields = _fields(args)
+    if args.collection is None and fields is not None:
+        raise InputError("--fields needs --collection (fields are indexed with the collection)")
     if args.collection is None:
         _report_parts(replace_parts(args.index, dense, late), args.index, dense)
         return
@@ -86,7 +93,7 @@ def run(args: argparse.Namespace) -> None:
         manifest = build_with_parts(collections.load_documents(args.collection), args.index,
                                     source=collections.describe(args.collection), analyzer=_analyzer(args),
                                     shards=args.shards, workers=args.threads, force=args.force,
-                                    dense=dense, late=late)
+                                    dense=dense, late=late, fields=fields)
     except InputError as e:  # e.g. no documents: say which collection
         raise e.at(args.collection) from None
     if args.shards is not None:
@@ -94,6 +101,15 @@ def run(args: argparse.Namespace) -> None:
     else:
         _report(manifest["stats"], args.index)
         _report_parts(manifest["parts"], args.index, dense)
+
+
+def _fields(args: argparse.Namespace) -> list[str] | None:
+    """--fields as a list of names (None without it)."""
+    if args.fields is None:
+        return None
+    from retrieval.index.native import check_field_names
+
+    return check_field_names([f.strip() for f in args.fields.split(",")])
 
 
 def _check_part_flags(args: argparse.Namespace) -> None:
@@ -136,7 +152,8 @@ def _dense_params(pairs: list[str]) -> dict[str, int]:
 def _lucene(args: argparse.Namespace) -> None:
     if args.collection is None:
         raise InputError("--collection is required with --backend lucene")
-    for flag, given in (("--shards", args.shards), ("--dense", args.dense), ("--late", args.late)):
+    for flag, given in (("--shards", args.shards), ("--dense", args.dense), ("--late", args.late),
+                        ("--fields", args.fields)):
         if given:
             raise InputError(f"{flag} needs the native backend")
     if args.no_stopwords or args.no_stem:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -11,6 +13,8 @@ import numpy as np
 from retrieval.dense.encoder import Encoder
 from retrieval.dense.faiss_index import check_search_params, configure_search, load_dense_part
 from retrieval.errors import InputError, UnknownDocument
+from retrieval.index.filters import allow_mask, as_filter
+from retrieval.index.native import native_index
 from retrieval.pipeline import params
 from retrieval.pipeline.stage import Stage
 from retrieval.runtime.local_models import DEFAULT_MODEL
@@ -60,14 +64,19 @@ class DenseRetriever(Stage):
     stored vectors are used either way. Given a run, the stage rescores exactly
     the run's documents of each query (inner product with their stored vectors);
     a run naming a query without text in `queries` is refused, as by every stage.
+    `filter` (index/filters.py) keeps only passing documents inside the top k: a flat part
+    searches only them (a FAISS ID selector, exact); HNSW and IVF parts search deeper until `hits`
+    passing documents are found or every vector was returned (the unfiltered ranking, filtered).
     """
 
     def __init__(self, index: Any, model: str | Path | Encoder | None = None, hits: int = 1000, *,
                  precision: str | None = None, threads: int | None = None,
                  ef_search: int | None = None, nprobe: int | None = None,
-                 batch_size: int = 64, query_encoder: QueryEncoder | None = None):
+                 batch_size: int = 64, query_encoder: QueryEncoder | None = None, filter: object = None):
         params.check(hits=hits, threads=threads, ef_search=ef_search, nprobe=nprobe)
         self.index_dir = _index_dir(index)
+        self.filter = as_filter(filter)
+        self._index = index
         self.faiss, self.doc_ids, self.entry = load_dense_part(self.index_dir)
         self.encoder = part_encoder(self.entry, self.index_dir, model, precision=precision, threads=threads,
                                     batch_size=batch_size)
@@ -86,13 +95,61 @@ class DenseRetriever(Stage):
             return self.query_encoder.encode(texts)
         return self.encoder.encode(texts, desc="encoding queries")
 
+    def with_filter(self, filter: object) -> DenseRetriever:
+        """This retriever searching only the documents `filter` passes, sharing its loaded model."""
+        other = copy.copy(self)
+        other.filter = as_filter(filter)
+        other.__dict__.pop("row_allow", None)
+        return other
+
+    @cached_property
+    def row_allow(self) -> np.ndarray | None:
+        """The filter's allow mask by row of the dense part (None without a filter)."""
+        if self.filter is None:
+            return None
+        index = native_index(self._index)
+        mask = allow_mask(self.filter, index)
+        docno = index.docno
+        try:
+            return mask[np.array([docno[str(d)] for d in self.doc_ids], dtype=np.int64)]
+        except KeyError as e:
+            raise UnknownDocument(e.args[0], self.index_dir, "dense part") from None
+
     def search_vectors(self, qids: list[str], vectors: np.ndarray) -> Run:
         """A Run from query embeddings (rows in `qids` order)."""
         faiss.omp_set_num_threads(self.threads)
+        x = np.ascontiguousarray(vectors, dtype=np.float32)
+        if self.row_allow is not None:
+            return self._filtered(qids, x, self.row_allow)
         k = min(self.hits, self.faiss.ntotal)
-        scores, rows = self.faiss.search(np.ascontiguousarray(vectors, dtype=np.float32), k)
+        scores, rows = self.faiss.search(x, k)
         return Run({q: [(str(self.doc_ids[r]), float(s)) for r, s in zip(rows[i], scores[i])
                         if r >= 0] for i, q in enumerate(qids)})
+
+    def _filtered(self, qids: list[str], x: np.ndarray, allow: np.ndarray) -> Run:
+        """The top `hits` passing documents of each query."""
+        passing = int(np.count_nonzero(allow))
+        k = min(self.hits, passing)
+        if k == 0:
+            return Run({q: [] for q in qids})
+        if isinstance(self.faiss, faiss.IndexFlat):  # exact: score only the passing vectors
+            bits = np.packbits(allow.astype(bool), bitorder="little")
+            selector = faiss.IDSelectorBitmap(len(allow), faiss.swig_ptr(bits))
+            scores, rows = self.faiss.search(x, k, params=faiss.SearchParameters(sel=selector))
+            return Run({q: [(str(self.doc_ids[r]), float(s)) for r, s in zip(rows[i], scores[i]) if r >= 0]
+                        for i, q in enumerate(qids)})
+        out = {}
+        for i, q in enumerate(qids):
+            depth = min(self.faiss.ntotal, max(2 * k, k * len(allow) // passing))
+            while True:
+                scores, rows = self.faiss.search(x[i:i + 1], depth)
+                hits = [(str(self.doc_ids[r]), float(s)) for r, s in zip(rows[0], scores[0])
+                        if r >= 0 and allow[r]]
+                if len(hits) >= k or depth >= self.faiss.ntotal:
+                    break
+                depth = min(self.faiss.ntotal, depth * 4)
+            out[q] = hits[:k]
+        return Run(out)
 
     def rescore_vectors(self, qids: list[str], vectors: np.ndarray, run: Run) -> Run:
         """Each query's documents in `run` scored by inner product with their stored vectors."""
@@ -105,6 +162,9 @@ class DenseRetriever(Stage):
                 rows = [self._rows[d] for d in ids]
             except KeyError as e:
                 raise UnknownDocument(e.args[0], self.index_dir, "dense part") from None
+            if self.row_allow is not None:  # a filtered rescorer drops the candidates that fail
+                ids = [d for d, r in zip(ids, rows) if self.row_allow[r]]
+                rows = [r for r in rows if self.row_allow[r]]
             if not rows:
                 out[q] = []
                 continue

@@ -201,6 +201,7 @@ class Config:
     qa: QAConfig | None = None
     shards: int | None = None  # a sharded index of this many shards
     ray: str | None = None  # search the shards on Ray ("local" or a cluster address)
+    fields: list[str] = field(default_factory=list)  # fields indexed apart (`fields: [title, text]`)
     lines: dict[str, tuple[str, int]] = field(default_factory=dict)  # "index.dense" -> (file, line)
 
     @contextmanager
@@ -411,7 +412,7 @@ def _measures(m: Located, key: str, names: Any) -> list[str]:
 
 
 PART_KEYS = {"dense": {"encoder", "precision", "type", "params"}, "late": {"model", "compression"}}
-INDEX_KEYS = {"path", "stopwords", "stemmer", "dense", "late", "shards", "ray"}
+INDEX_KEYS = {"path", "stopwords", "stemmer", "dense", "late", "shards", "ray", "fields"}
 
 
 def _parts(index: Located) -> dict[str, dict[str, Any]]:
@@ -459,6 +460,20 @@ def _index_path(index: Located, name: str) -> Path:
     if not path.strip():
         raise index.fail("path must name the index directory, got an empty string", "path")
     return Path(path)
+
+
+def _fields(index: Located) -> list[str]:
+    """`fields: [title, text]`: the fields indexed apart (for multifield and bm25f)."""
+    from retrieval.index.native import check_field_names
+
+    fields = index.get("fields", [])
+    if not isinstance(fields, list):
+        raise index.fail(f"fields must be a list of field names (e.g. [title, text]), got {fields!r}",
+                         "fields")
+    try:
+        return check_field_names(fields)
+    except InputError as e:
+        raise index.fail(e.message, "fields") from None
 
 
 def _shards(index: Located) -> tuple[int | None, str | None]:
@@ -567,6 +582,7 @@ def load_config(path: str | Path) -> Config:
         pipelines=_pipelines(m, threads) if "pipelines" in m or "qa" not in m else {},
         parts=_parts(index), qa=_qa(m))
     cfg.shards, cfg.ray = _shards(index)
+    cfg.fields = _fields(index)
     cfg.lines = {key: m.where(key) for key in ("collection", "topics", "qrels")}
     cfg.lines |= {f"index.{key}": index.where(key) for key in ("path", "dense", "late")}
     if isinstance(m.get("qa"), Located):

@@ -69,7 +69,8 @@ def ensure_index(cfg: Config, precision: str | None = None) -> AnyIndex:
         index, reason = None, "missing" if not (cfg.index_path / storage.MANIFEST).is_file() else e.message
     if index is not None:
         m = index.manifest or {}  # a Lucene index Anserini wrote has none
-        same = m.get("source") == source and m.get("analyzer") == analyzer.settings
+        same = (m.get("source") == source and m.get("analyzer") == analyzer.settings
+                and m.get("fields", []) == cfg.fields)
         if same and index.kind == wanted and (not cfg.shards or len(index.shards) == cfg.shards):
             if index.kind == "native":
                 return ensure_parts(cfg, index, precision)
@@ -77,7 +78,7 @@ def ensure_index(cfg: Config, precision: str | None = None) -> AnyIndex:
                 return _with_backend(cfg, index)
             reason = f"lacks the {', '.join(sorted(set(cfg.parts) - set(index.parts)))} part"
         else:
-            reason = "built from another source, with another analyzer or another layout"
+            reason = "built from another source, with another analyzer, fields or layout"
     with cfg.blame("index.path"):  # never replace what is not an index, before any note
         storage.check_replaceable(cfg.index_path, is_index_dir, remedy="remove it or change index.path")
         storage.check_keeps_input(cfg.index_path, collections.check_source(cfg.collection))
@@ -85,7 +86,8 @@ def ensure_index(cfg: Config, precision: str | None = None) -> AnyIndex:
     parts = _part_sources(cfg, precision)
     with cfg.blame("collection"):  # e.g. a malformed record, or no documents
         build_with_parts(collections.load_documents(cfg.collection), cfg.index_path, source=source,
-                         analyzer=analyzer, shards=cfg.shards, workers=cfg.threads, **parts)
+                         analyzer=analyzer, shards=cfg.shards, workers=cfg.threads, fields=cfg.fields,
+                         **parts)
     if cfg.shards:
         return _with_backend(cfg, open_index(cfg.index_path, verify=False))
     return Index.open(cfg.index_path, verify=False)

@@ -46,13 +46,15 @@ class _TextExtractor(HTMLParser):
         (self.title if self._in_title else self.parts).append(data)
 
 
-def html_to_document(doc_id: str, markup: str) -> Document:
-    """A Document from an HTML page."""
+def html_to_document(doc_id: str, markup: str, raw: bool = False) -> Document:
+    """A Document from an HTML page: `<title>` and the body's text. `raw` keeps the body's text
+    with its line breaks as the field "raw" (for readers that split a page into parts)."""
     parser = _TextExtractor()
     parser.feed(markup)
     parser.close()
-    return Document(doc_id, " ".join("".join(parser.title).split()),
-                    " ".join("".join(parser.parts).split()))
+    body = "".join(parser.parts)
+    return Document(doc_id, " ".join("".join(parser.title).split()), " ".join(body.split()),
+                    {"raw": body} if raw else None)
 
 
 def _doc_id(name: str) -> str:
@@ -72,13 +74,14 @@ def _html_files(path: str | Path) -> list[Path]:
     return sorted(p for p in Path(path).rglob("*") if p.suffix.lower() in HTML_SUFFIXES and not p.is_dir())
 
 
-def read_html_tarball(path: str | Path) -> Iterator[Document]:
-    """Documents from the .html files inside a .tar.gz archive, in archive order."""
+def read_html_tarball(path: str | Path, raw: bool = False) -> Iterator[Document]:
+    """Documents from the .html files inside a .tar.gz archive, in archive order (`raw`: see
+    html_to_document)."""
     try:
         with tarfile.open(path, "r:*") as archive:
             for member in _html_members(archive):
                 data = archive.extractfile(member).read()
-                yield html_to_document(_doc_id(member.name), decode(data, f"{path}!{member.name}"))
+                yield html_to_document(_doc_id(member.name), decode(data, f"{path}!{member.name}"), raw)
     except (tarfile.TarError, EOFError, OSError) as e:
         reason = " ".join(str(e).split())  # tarfile's messages span lines; errors are one line
         raise InputError(f"cannot read archive ({reason}); expected a .tar.gz of HTML files", path) from None

@@ -5,6 +5,7 @@ holding one JSON array of them (read whole), as pyserini indexes them."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -97,21 +98,53 @@ def read_jsonl_documents(path: str | Path) -> Iterator[Document]:
     """Documents of a JSON Lines corpus: BEIR's contents = title + " " + text; Anserini's `contents`.
 
     The record's id key says which: `_id` (BEIR) or `id` (Anserini's JsonCollection, whose
-    other fields are not indexed, as in Anserini's default generator).
+    other fields are not indexed by the flat index, as in Anserini's default generator).
+    The record's other keys are kept (record_extras): named strings as text fields a fielded
+    index can index (`retrieval index --fields`), and, with numbers, booleans, lists of strings
+    and the members of a `metadata` object, as metadata that filters test.
     """
     for n, record in _records(path):
         if "_id" in record and "text" not in record:  # e.g. an Anserini record with a stray _id
             raise InputError("expected a \"text\" string beside \"_id\" (BEIR); a record has one id"
                              " key, \"_id\" (BEIR) or \"id\" (Anserini)", path, n)
         if "_id" in record:
+            fields, meta = record_extras(record, ("_id", "title", "text"), path, n)
             yield Document(check_id(str(record["_id"]), "document _id", path, n),
-                           record.get("title", "").strip(), record.get("text", "").strip())
+                           record.get("title", "").strip(), record.get("text", "").strip(), fields, meta)
         elif isinstance(record.get("contents"), str):
+            fields, meta = record_extras(record, ("id", "contents"), path, n)
             yield Document(check_id(str(record["id"]), "document id", path, n), "",
-                           record["contents"].strip())
+                           record["contents"].strip(), fields, meta)
         else:
             raise InputError("expected a \"contents\" string beside \"id\" (Anserini JsonCollection)",
                              path, n)
+
+
+def record_extras(record: dict, known: tuple[str, ...], path: str | Path | None = None,
+                  line: int | None = None) -> tuple[dict[str, str] | None, dict[str, object] | None]:
+    """(named text fields, metadata) of a record's keys beyond `known`: a string is both a text field
+    and a metadata value; a number, a boolean or a list of strings is metadata; so is each member of
+    a `metadata` object (BEIR's). Anything else (null, nested objects) is left out; a value that is
+    not a finite number is refused. None for none."""
+    fields: dict[str, str] = {}
+    meta: dict[str, object] = {}
+    nested = record.get("metadata")
+    items = [(k, v, True) for k, v in record.items() if k not in known and k != "metadata"]
+    if isinstance(nested, dict):
+        items += [(k, v, False) for k, v in nested.items() if k not in record]
+    for key, value, top in items:
+        if isinstance(value, str):
+            check_utf8(value, f"field {key!r}", path, line)
+            if top:
+                fields[key] = value.strip()
+            meta[key] = value
+        elif isinstance(value, bool) or (isinstance(value, (int, float)) and math.isfinite(value)):
+            meta[key] = value
+        elif isinstance(value, (int, float)):
+            raise InputError(f"metadata {key!r} must be a finite number, got {value!r}", path, line)
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            meta[key] = value
+    return fields or None, meta or None
 
 
 def jsonl_places(path: Path) -> Iterator[tuple[str, Path, int]]:

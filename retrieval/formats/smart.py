@@ -11,6 +11,7 @@ from retrieval.formats.textfile import read_text
 from retrieval.types import Document, Qrels, Queries
 
 _FIELD = re.compile(r"^\.([A-Z])\s*(.*)$")
+SMART_FIELDS = {"A": "author", "B": "source"}  # named fields beside title (.T) and text (.W)
 
 
 def _records(text: str, path: str | Path) -> Iterator[tuple[int, str, dict[str, str]]]:
@@ -40,11 +41,14 @@ def _records(text: str, path: str | Path) -> Iterator[tuple[int, str, dict[str, 
 
 
 def read_smart_documents(path: str | Path, text: str | None = None) -> Iterator[Document]:
-    """Cranfield documents: title from `.T`, text from `.W` (which repeats the title).
-    `text`, when given, is the file's content (e.g. read from an archive)."""
+    """Cranfield documents: title from `.T`, text from `.W` (which repeats the title), and the
+    fields `author` (`.A`) and `source` (`.B`) when present. `text`, when given, is the file's
+    content (e.g. read from an archive)."""
     for _, doc_id, fields in _records(read_text(path) if text is None else text, path):
+        named = {name: " ".join(fields[letter].split()) for letter, name in SMART_FIELDS.items()
+                 if letter in fields}
         yield Document(doc_id, " ".join(fields.get("T", "").split()),
-                       " ".join(fields.get("W", "").split()))
+                       " ".join(fields.get("W", "").split()), named or None)
 
 
 def smart_places(path: Path) -> Iterator[tuple[str, Path, int]]:

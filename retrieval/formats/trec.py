@@ -36,6 +36,23 @@ def _check_balanced(text: str, path: Path, open_tag: str, close_tag: str) -> Non
         raise InputError(f"{open_tag} is never closed; expected {close_tag}", path, _line_of(text, pos))
 
 
+_BLOCK = re.compile(r"<([A-Za-z][A-Za-z0-9]*)\b[^>]*>(.*?)</\1\s*>", re.S | re.I)
+_NOT_FIELDS = ("docno", "docid")
+
+
+def trec_fields(body: str) -> dict[str, str] | None:
+    """The named fields of a TREC document (`<TITLE>`, `<TEXT>`, `<HEAD>`, ...: each outermost tagged
+    block but the DOCNO, lower-cased, tags inside dropped, repeated blocks joined), None for none."""
+    fields: dict[str, str] = {}
+    for m in _BLOCK.finditer(body):
+        name = m.group(1).lower()
+        if name in _NOT_FIELDS:
+            continue
+        text = " ".join(_TAG.sub(" ", m.group(2)).split())
+        fields[name] = f"{fields[name]} {text}".strip() if name in fields else text
+    return fields or None
+
+
 def read_trec_documents(path: str | Path) -> Iterator[Document]:
     """Documents of a TREC <DOC><DOCNO>...</DOC> file; the text is the body with tags removed."""
     path = Path(path)
@@ -54,7 +71,7 @@ def read_trec_documents(path: str | Path) -> Iterator[Document]:
                              _line_of(text, m.start()))
         contents = _TAG.sub(" ", body[: docno.start()] + body[docno.end():])
         check_id(docno.group(1), "<DOCNO>", path, _line_of(text, m.start()))
-        yield Document(docno.group(1), "", " ".join(contents.split()))
+        yield Document(docno.group(1), "", " ".join(contents.split()), trec_fields(body))
     if not found:
         raise InputError("no <DOC> blocks found; expected a TREC document file", path)
 

@@ -1,4 +1,4 @@
-"""Document text store: SQLite, doc id -> (title, text), in indexing order, compressed with zstd.
+"""Document text store: SQLite, doc id -> (title, text), in indexing order.
 
 Later stages (rerankers, readers, RM3 display) need the raw text; SQLite
 gives random access without loading the collection into memory. Each
@@ -6,14 +6,19 @@ document's title and text are stored as one zstd frame (`packed`: the
 title's length in UTF-8 bytes as 4 little-endian bytes, the title, the
 text), compressed with a dictionary trained on the first SAMPLE_DOCS
 documents (kept in the `meta` table): passages of a few hundred bytes
-compress about 3x with it, barely without. Doc stores written before
-compression (a plain `title`, `text` table) still read.
+compress about 2x with it, barely without. Doc stores written before
+compression (a plain `title`, `text` table) still read. A document's
+other named fields and its metadata (Document.fields, Document.metadata) go
+into a second table, `extra` (docno, fields JSON, metadata JSON), created only
+when some document has them; stores written before fields existed read as
+before.
 """
 
 from __future__ import annotations
 
 import errno
 import itertools
+import json
 import os
 import sqlite3
 import struct
@@ -33,6 +38,11 @@ COMPRESSION = "zstd-1"  # meta "compression": the packing above
 SAMPLE_DOCS = 2000      # documents the dictionary is trained on (the first ones)
 DICTIONARY_BYTES = 64 * 1024
 LEVEL = 3
+_EXTRA_SCHEMA = "CREATE TABLE extra (docno INTEGER PRIMARY KEY, fields TEXT, metadata TEXT)"
+
+
+def _json(value: object) -> str | None:
+    return None if not value else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def _pack(doc: Document) -> bytes:
@@ -61,6 +71,13 @@ def _compressor(dictionary: bytes) -> zstandard.ZstdCompressor:
     return zstandard.ZstdCompressor(level=LEVEL)
 
 
+def _document(row: tuple) -> Document:
+    """A Document from (id, title, text[, fields JSON, metadata JSON])."""
+    if len(row) == 3 or (row[3] is None and row[4] is None):
+        return Document(*row[:3])
+    return Document(*row[:3], json.loads(row[3]) if row[3] else None, json.loads(row[4]) if row[4] else None)
+
+
 def write_docstore(path: Path, documents: Iterable[Document]) -> Iterator[Document]:
     """Store documents while passing them through (so indexing reads the collection once); the first
     SAMPLE_DOCS pass once the dictionary is trained on them.
@@ -77,12 +94,19 @@ def write_docstore(path: Path, documents: Iterable[Document]) -> Iterator[Docume
         con.executemany("INSERT INTO meta VALUES (?, ?)", [("compression", COMPRESSION),
                                                             ("dictionary", dictionary)])
         compress = _compressor(dictionary).compress
+        extra = False
         for docno, doc in enumerate(itertools.chain(sample, documents)):
             try:
                 con.execute("INSERT INTO docs VALUES (?, ?, ?)", (docno, doc.id, compress(_pack(doc))))
             except sqlite3.IntegrityError:
                 raise InputError(f"duplicate document id {doc.id!r} (document {docno + 1} "
                                  "of the collection); doc ids must be unique") from None
+            if doc.fields or doc.metadata:
+                if not extra:
+                    con.execute(_EXTRA_SCHEMA)
+                    extra = True
+                con.execute("INSERT INTO extra VALUES (?, ?, ?)", (docno, _json(doc.fields),
+                                                                   _json(doc.metadata)))
             yield doc
         con.commit()
     except sqlite3.OperationalError as e:  # the system refused a write: an OSError, as numpy's would be
@@ -131,22 +155,36 @@ class DocStore:
                 raise InputError(f"not a doc store this tool wrote ({e}); rebuild the index",
                                  self.path) from None
             self._local.con = con
+            self._local.extra = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table'"
+                                            " AND name = 'extra'").fetchone() is not None
         return con
 
-    def _query(self, where: str, args: tuple = ()) -> Iterator[Document]:
-        """Documents of `SELECT ... FROM docs <where>`, decompressed."""
-        con = self._con()
+    def _select(self) -> str:
+        """The columns of a Document (title and text packed in a compressed store), joined with the
+        extra table when the store has one."""
+        self._con()
+        body = "d.packed" if self._local.decompress is not None else "d.title, d.text"
+        if self._local.extra:
+            return (f"SELECT d.id, {body}, e.fields, e.metadata FROM docs d"
+                    " LEFT JOIN extra e ON e.docno = d.docno")
+        return f"SELECT d.id, {body} FROM docs d"
+
+    def _document(self, row: tuple) -> Document:
+        """A Document from a row of `_select`."""
         decompress = self._local.decompress
-        if decompress is None:
-            for row in con.execute(f"SELECT id, title, text FROM docs {where}", args):
-                yield Document(*row)
-            return
-        for doc_id, packed in con.execute(f"SELECT id, packed FROM docs {where}", args):
+        if decompress is not None:
             try:
-                yield Document(doc_id, *_unpack(decompress(packed)))
+                row = (row[0], *_unpack(decompress(row[1])), *row[2:])
             except (zstandard.ZstdError, struct.error, UnicodeDecodeError, TypeError):
-                raise InputError(f"document {doc_id!r} is not stored as this tool writes it; rebuild the"
+                raise InputError(f"document {row[0]!r} is not stored as this tool writes it; rebuild the"
                                  " index", self.path) from None
+        return _document(row)
+
+    @property
+    def has_extra(self) -> bool:
+        """Whether some document has named fields or metadata."""
+        self._con()
+        return bool(self._local.extra)
 
     def check(self) -> None:
         """InputError naming the file unless it is a doc store this package wrote (its docs table)."""
@@ -157,9 +195,10 @@ class DocStore:
 
     def get(self, doc_id: str) -> Document:
         """The document with this id; InputError if unknown."""
-        for doc in self._query("WHERE id = ?", (doc_id,)):
-            return doc
-        raise InputError(f"unknown document id {doc_id!r}", self.path)
+        row = self._con().execute(self._select() + " WHERE d.id = ?", (doc_id,)).fetchone()
+        if row is None:
+            raise InputError(f"unknown document id {doc_id!r}", self.path)
+        return self._document(row)
 
     def get_many(self, doc_ids: Iterable[str]) -> list[Document]:
         """Documents in the order of `doc_ids`."""
@@ -167,4 +206,14 @@ class DocStore:
 
     def __iter__(self) -> Iterator[Document]:
         """All documents in indexing order."""
-        yield from self._query("ORDER BY docno")
+        yield from (self._document(row) for row in
+                    self._con().execute(self._select() + " ORDER BY d.docno"))
+
+    def metadata(self) -> Iterator[tuple[str, dict]]:
+        """(doc id, metadata) of every document with metadata, in indexing order."""
+        if not self.has_extra:
+            return
+        for doc_id, meta in self._con().execute(
+                "SELECT d.id, e.metadata FROM extra e JOIN docs d ON d.docno = e.docno"
+                " WHERE e.metadata IS NOT NULL ORDER BY e.docno"):
+            yield doc_id, json.loads(meta)

@@ -7,13 +7,16 @@
                       follow sorted doc id order, so ties broken by docno are
                       broken by doc id
       inverted/       postings packed in blocks, BM25 impacts (index/postings.py, blocks.py)
+      field.NAME/     with `fields`: one inverted part per field (same docnos, the field's own
+                      lengths and statistics), part "field.NAME" of the manifest
       dense/, late/   added by later stages via storage.add_part
 """
 
 from __future__ import annotations
 
+import re
 import shutil
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
@@ -34,6 +37,8 @@ from retrieval.pipeline.params import default
 from retrieval.types import Document
 
 DOCIDS_FILE = "docids.npy"
+FIELD_PART = "field."  # part field.NAME (its directory too): the inverted part of field NAME
+_FIELD_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 SPILL_DIR = "spill"  # runs of postings while building (deleted before the index is complete)
 ANY_KIND = ("any kind opens with retrieval.index.kinds.open_index(path), and "
             "retrieval.registry.build(name, index) builds a ranker for it")
@@ -42,7 +47,8 @@ ANY_KIND = ("any kind opens with retrieval.index.kinds.open_index(path), and "
 def build_index(documents: Iterable[Document], path: str | Path, source: str = "",
                 analyzer: Analyzer | None = None, progress: bool = True,
                 workers: int = 1, force: bool = False,
-                then: Callable[[Path], object] | None = None) -> dict[str, Any]:
+                then: Callable[[Path], object] | None = None,
+                fields: Sequence[str] = ()) -> dict[str, Any]:
     """Build doc store + inverted index at `path` atomically; returns the manifest.
 
     An existing index at `path` is replaced only once the new one is complete.
@@ -50,17 +56,23 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
     Anything else at `path` (a file, a directory that is not an index) is refused
     unless `force`. `then(directory)` adds to the complete index while it is
     still in its temporary directory (dense and late parts), so that a failure
-    there leaves what was at `path` as it was.
+    there leaves what was at `path` as it was. `fields` (e.g. ["title", "text"]) adds one inverted
+    part per named field (Document.field), for fielded rankers (sparse/fielded.py); the flat
+    `inverted/` part is built as without them.
     """
     analyzer = analyzer or Analyzer()
     path = Path(path)
+    fields = check_field_names(fields)
     with storage.atomic_directory(path, is_index_dir, force) as tmp:
         builder, doc_ids = InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR), []
+        per_field = {f: InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR / f"{FIELD_PART}{f}") for f in fields}
         stored = write_docstore(tmp / DOCSTORE_FILE, documents)
         analysed = analyse_all(stored, Document.contents.fget, analyzer, workers)
         for doc, terms in tqdm(analysed, desc="indexing", unit=" docs", disable=not progress or None):
             doc_ids.append(doc.id)
             builder.add(terms)
+            for name, field_builder in per_field.items():
+                field_builder.add(analyzer(doc.field(name)))
         if not doc_ids:
             raise InputError("the collection has no documents")  # the caller names it
         ids = np.array(doc_ids, dtype=str)
@@ -68,6 +80,11 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
         docno_of = np.empty(len(ids), dtype=np.int64)
         docno_of[by_id] = np.arange(len(ids))
         stats = builder.write(tmp / "inverted", docno_of)
+        field_stats = {}
+        for name, field_builder in per_field.items():
+            field_stats[name] = field_builder.write(tmp / f"{FIELD_PART}{name}", docno_of)
+            write_impacts(tmp / f"{FIELD_PART}{name}", BM25Model(k1=default("k1"), b=default("b")))
+            pack_files(tmp / f"{FIELD_PART}{name}")
         shutil.rmtree(tmp / SPILL_DIR, ignore_errors=True)
         write_impacts(tmp / "inverted", BM25Model(k1=default("k1"), b=default("b")))
         pack_files(tmp / "inverted")
@@ -82,11 +99,29 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
             "parts": {"inverted": {"built": storage.now(), "stats": stats,
                                    "files": storage.checksum_tree(tmp / "inverted", "inverted/")}},
         }
+        if fields:
+            manifest["fields"] = fields  # in the order given (parts are stored sorted by name)
+        for name, field_stat in field_stats.items():
+            part = f"{FIELD_PART}{name}"
+            manifest["parts"][part] = {"built": storage.now(), "stats": field_stat, "field": name,
+                                       "files": storage.checksum_tree(tmp / part, f"{part}/")}
         storage.write_json_atomic(tmp / storage.MANIFEST, manifest)
         if then is not None:
             then(tmp)
             manifest = storage.read_manifest(tmp)
     return manifest
+
+
+def check_field_names(fields: Sequence[str] | None) -> list[str]:
+    """Field names to index: distinct, lower-case identifiers (`title`, `text`, `head`...)."""
+    names = list(fields or ())
+    for name in names:
+        if not isinstance(name, str) or not _FIELD_NAME.fullmatch(name):
+            raise InputError(f"field name {name!r}: expected a lower-case name of letters, digits and _"
+                             " (e.g. title, text)")
+    if len(set(names)) != len(names):
+        raise InputError(f"fields {', '.join(names)}: a field is named twice")
+    return names
 
 
 class Index:
@@ -206,6 +241,27 @@ class Index:
     @cached_property
     def inverted(self) -> InvertedIndex:
         return InvertedIndex(self.require("inverted"))
+
+    @property
+    def fields(self) -> list[str]:
+        """The fields indexed apart (`retrieval index --fields`), in build order; [] for a flat index."""
+        fields = self.manifest.get("fields", [])
+        if not isinstance(fields, list) or sorted(f"{FIELD_PART}{f}" for f in fields) != sorted(
+                p for p in self.parts if p.startswith(FIELD_PART)):
+            raise InputError("the manifest's fields do not match its field parts; rebuild the index",
+                             self.path / storage.MANIFEST)
+        return list(fields)
+
+    def field_index(self, name: str) -> InvertedIndex:
+        """The inverted part of one field (same docnos as the flat part); InputError naming the
+        fields there are when the index lacks it."""
+        cache = self.__dict__.setdefault("_field_indexes", {})
+        if name not in cache:
+            if name not in self.fields:
+                have = ", ".join(self.fields) or "none: build it with `retrieval index --fields title,text`"
+                raise InputError(f"index has no field {name!r} (fields: {have})", self.path)
+            cache[name] = InvertedIndex(self.path / f"{FIELD_PART}{name}")
+        return cache[name]
 
 
 @contextmanager

@@ -63,12 +63,16 @@ class LateReranker(Stage):
     def __init__(self, index: AnyIndex | str | Path | None = None,
                  model: LateModel | str | Path | None = None, *, interpolate: float | None = None,
                  depth: int | None = None, hits: int | None = None, use_store: bool | None = None,
-                 threads: int | None = None, precision: str | None = None):
+                 threads: int | None = None, precision: str | None = None, filter: object = None):
+        from retrieval.index.filters import as_filter
         from retrieval.index.kinds import open_index
         from retrieval.late.store import PART, LateStore
 
         params.check(depth=depth, hits=hits, interpolate=interpolate, threads=threads)
         self.index = None if index is None else open_index(index)
+        self.filter = as_filter(filter)
+        if self.filter is not None and (self.index is None or self.index.kind != "native"):
+            raise InputError("a filtered reranker needs a single native index (its documents' metadata)")
         self.model = _as_model(model, threads, precision)
         self.interpolate = params.LATE_WEIGHT if interpolate is None else interpolate
         self.hits = hits
@@ -135,6 +139,10 @@ class LateReranker(Stage):
         if run is None:
             raise InputError("the late-interaction reranker needs a run to rerank (a first stage's"
                              " output or a run file)")
+        if self.filter is not None:  # failing documents never reach the reranked list
+            from retrieval.index.filters import keep_passing
+
+            run = keep_passing(run, self.filter, self.index)
         if self.store is not None or self.index is None:
             return Run({q: self.rerank_hits(queries[q], hits) for q, hits in run.items()}, presorted=True)
         ranked = {}

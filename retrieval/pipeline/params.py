@@ -106,6 +106,11 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     _real("mu", 1000.0, "Dirichlet mu", _above(0.0), "a finite number > 0"),
     _real("lam", 0.1, "Jelinek-Mercer lambda, weight of the collection model",
           lambda v: _number(v) and 0.0 < v < 1.0, "a number in (0, 1)"),
+    Param("field_weights", str, None, "fielded rankers: weight of each field, e.g. title=1.5,text=1 "
+          "(default 1 for every field of the index)"),
+    Param("field_b", str, None, "BM25F: b of each field, e.g. title=0.3,text=0.75 (default: b)"),
+    Param("filter", str, None, "keep only documents whose metadata pass this filter, inside the top k, "
+          "e.g. 'year >= 1990 and venue in [\"CACM\", \"JACM\"]' (docs/design/fields-and-filters.md)"),
     Param("rm3", bool, False, "add RM3 pseudo-relevance feedback"),
     _counter("fb_docs", 10, "RM3 feedback documents"),
     _counter("fb_terms", 10, "RM3 feedback terms"),

@@ -2,7 +2,7 @@
 
     GET  /                      the search page (page.html)
     GET  /api/info              the index and the pipelines the page offers
-    POST /api/search            {query, pipeline?, k?, include?, exclude?}
+    POST /api/search            {query, pipeline?, k?, include?, exclude?, filter?}
     POST /api/rerank            {query, candidates, pipeline?, k?}
     POST /api/ask               {question, passages?, top?}
     POST /api/documents         {documents: [{id, title?, text}]}        (write)
@@ -45,7 +45,7 @@ MAX_BODY = 1 << 20      # bytes per request
 TIME_LIMIT = 30.0       # seconds per request
 
 FIELDS = {  # endpoint -> (required fields, optional fields)
-    "search": ({"query"}, {"pipeline", "k", "include", "exclude"}),
+    "search": ({"query"}, {"pipeline", "k", "include", "exclude", "filter"}),
     "rerank": ({"query", "candidates"}, {"pipeline", "k"}),
     "ask": ({"question"}, {"passages", "top"}),
     "add": ({"documents"}, set()),

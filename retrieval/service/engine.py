@@ -29,6 +29,7 @@ from typing import Any
 from retrieval.analysis import token_spans
 from retrieval.errors import InputError
 from retrieval.experiments.config import StageSpec, build_pipeline, refuse_feedback, stage_specs
+from retrieval.formats.jsonl import record_extras
 from retrieval.formats.textfile import check_id, check_utf8
 from retrieval.index.kinds import open_index
 from retrieval.pipeline.params import PARAMS, default
@@ -39,7 +40,7 @@ MAX_HITS = 1000
 MAX_QUERY_CHARS = 2000
 MAX_IDS = 10_000        # filter lists, candidates, ids to delete
 MAX_DOCUMENTS = 1000    # documents per add
-DOCUMENT_FIELDS = {"id", "title", "text"}
+DOCUMENT_FIELDS = {"id", "title", "text", "metadata"}
 SNIPPET_CHARS = 320
 MAX_PIPELINES = 16      # built pipelines kept, least recently used dropped first
 MAX_STAGES = 8          # stages per requested pipeline
@@ -142,17 +143,26 @@ class Engine:
         return specs
 
     def search(self, query: str, pipeline: Any = "bm25", k: int = 10, include: list[str] | None = None,
-               exclude: list[str] | None = None, deadline: float | None = None) -> dict[str, Any]:
+               exclude: list[str] | None = None, deadline: float | None = None,
+               filter: str | None = None) -> dict[str, Any]:
         """The top k for one query with highlighted snippets.
 
-        `include` / `exclude` filter doc ids after the first stage and before any cut: the first
-        stage is asked for enough results that the filtered top k (and the next stage's
-        candidates) are exactly what searching only the allowed documents would give.
+        `filter` (a metadata expression, index/filters.py) and `include` / `exclude` (doc ids)
+        keep only the documents passing them. A first stage that filters inside its top k
+        (sparse and dense stages on a single native index) is given them; on other indexes,
+        include/exclude filter the first stage's results before any cut, the first stage being
+        asked for enough results that the filtered top k (and the next stage's candidates) are
+        exactly what searching only the allowed documents would give.
         """
         check_text(query, "query")
         check_count(k, "k", MAX_HITS)
         for name, ids in (("include", include), ("exclude", exclude)):
             check_ids(ids, name)
+        if filter is not None:
+            check_text(filter, "filter")
+            from retrieval.index.filters import parse_filter
+
+            parse_filter(filter)
         specs = self._specs(pipeline)
         refuse_feedback(specs[1:], "after the first stage (it would ignore include and exclude)")
         start = time.perf_counter()
@@ -160,13 +170,40 @@ class Engine:
             head, rest = specs[0], specs[1:]
             needed = head.cutoff or (head.params.get("hits", default("hits")) if rest else k)
             queries = Queries({"q": query})
-            first = self._built([first_stage_for(head, hits_for(index, needed, include, exclude))])
-            ranking = filtered(first(queries).get("q", []), include, exclude)[:head.cutoff or None]
+            first = self._filtering(index, head, needed, filter, include, exclude)
+            if first is None:
+                if filter is not None:
+                    raise InputError("filter needs a first stage that filters (bm25, qld, qljm, multifield,"
+                                     " bm25f, dense; bm25, qld, qljm on a sharded or live index)")
+                first = self._built([first_stage_for(head, hits_for(index, needed, include, exclude))])
+                ranking = filtered(first(queries).get("q", []), include, exclude)[:head.cutoff or None]
+            else:
+                ranking = first(queries).get("q", [])[:head.cutoff or None]
             if rest:
                 ranking = run_stages(self._built(rest), queries, Run({"q": ranking}), deadline).get("q", [])
             results = [self._hit(index, rank, d, s, query) for rank, (d, s) in enumerate(ranking[:k], 1)]
         return {"query": query, "pipeline": pipeline, "k": k, "results": results,
                 "took_ms": round(1000 * (time.perf_counter() - start), 2)}
+
+    def _filtering(self, index: Any, head: StageSpec, needed: int, expression: str | None,
+                   include: list[str] | None, exclude: list[str] | None) -> Any:
+        """The first stage searching only the documents passing the filters, inside its top k
+        (None when the stage or the index cannot, or there is nothing to filter)."""
+        from retrieval.index.filters import Filter
+
+        if expression is None and include is None and not exclude:
+            return None
+        if getattr(index, "kind", None) != "native":  # sharded and live: the filter as a parameter
+            if expression is None or "filter" not in RANKERS[head.model].params:
+                return None
+            spec = first_stage_for(head, needed)
+            params = {**spec.params, "filter": Filter(expression, include, exclude).to_expression()}
+            return self._built([StageSpec(spec.model, params, None, spec.where)])
+        built = self._built([first_stage_for(head, needed)])
+        stage = built.stages[0] if len(built.stages) == 1 else None
+        if not hasattr(stage, "with_filter"):
+            return None
+        return stage.with_filter(Filter(expression, include, exclude))
 
     def rerank(self, query: str, candidates: list[str], pipeline: Any = "late",
                k: int | None = None, deadline: float | None = None) -> dict[str, Any]:
@@ -347,7 +384,12 @@ def parse_documents(rows: Any) -> list[Document]:
         check_id(row["id"], f"documents[{i}].id")  # the rule of collection files (UTF-8 included)
         for key in ("title", "text"):
             check_utf8(row.get(key, ""), f"documents[{i}].{key}")
-        docs.append(Document(row["id"], row.get("title", ""), row["text"]))
+        meta = row.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            raise InputError(f"documents[{i}].metadata must be an object of strings, numbers and lists"
+                             " of strings")
+        _, meta = record_extras({"metadata": meta or {}}, (), f"documents[{i}].metadata")
+        docs.append(Document(row["id"], row.get("title", ""), row["text"], None, meta))
     return docs
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.errors import InputError, UnknownDocument
+from retrieval.index.filters import parse_filter
 from retrieval.index.impacts import sparse_model
 from retrieval.pipeline.params import check as check_params
 from retrieval.pipeline.params import check_run, default
@@ -59,9 +60,13 @@ class ShardedSparse(ShardedStage):
     """BM25 / query likelihood over the shards: the single index's Run, searched shard by shard."""
 
     def __init__(self, index: ShardedIndex, model: str = "bm25", hits: int = default("hits"),
-                 backend: ShardBackend | None = None, threads: int = default("threads"), **params: float):
+                 backend: ShardBackend | None = None, threads: int = default("threads"),
+                 filter: str | None = None, **params: float):
         super().__init__(index, hits, backend, threads)
         self.model = sparse_model(model, **params)
+        if filter is not None:
+            parse_filter(filter)  # a malformed filter is refused here, not by every shard
+        self.filter = filter  # each shard applies it to its documents inside its top k
         self.name = model
         self._warned: set[str] = set()
 
@@ -72,7 +77,7 @@ class ShardedSparse(ShardedStage):
     def merged(self, bags: dict[str, dict[str, float]], k: int) -> list[Merged]:
         """Each query's merged top k (with the shard of every hit)."""
         qids, payload = list(bags), [dict(b) for b in bags.values()]
-        results = self.backend.broadcast("search", self.model, payload, k, self.threads)
+        results = self.backend.broadcast("search", self.model, payload, k, self.threads, self.filter)
         self.warn_unknown(qids, [r[1] for r in results.values()])
         return merge({n: r[0] for n, r in results.items()}, len(qids), k, len(self.index.shards))
 
@@ -95,13 +100,13 @@ class ShardedSparse(ShardedStage):
         qids = list(queries)
         bags = [dict(self.analyse(queries[q])) for q in qids]
         candidates = [[d for d, _ in run.get(q, [])] for q in qids]
-        results = self.backend.broadcast("rescore", self.model, bags, candidates)
+        results = self.backend.broadcast("rescore", self.model, bags, candidates, self.filter)
         rankings = {}
         for i, qid in enumerate(qids):
             parts = [results[n][i] for n in sorted(results)]
             ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=str)
             scores = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
-            if len(ids) < len(candidates[i]) and not self.backend.missing:
+            if len(ids) < len(candidates[i]) and not self.backend.missing and self.filter is None:
                 found = set(ids.tolist())
                 absent = next(d for d in candidates[i] if d not in found)
                 raise UnknownDocument(absent, self.index.path)

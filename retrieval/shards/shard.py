@@ -21,6 +21,7 @@ import numpy as np
 
 from retrieval import storage
 from retrieval.errors import InputError
+from retrieval.index.filters import allow_mask
 from retrieval.index.impacts import CollectionStats, impacts_for
 from retrieval.index.native import Index
 from retrieval.shards.stats import load_generation_statistics, load_shard_statistics
@@ -55,6 +56,7 @@ class ShardSearcher:
             self.deleted[deleted] = True
         self.live = generation is not None
         self._searchers: dict[Any, ImpactSearcher] = {}
+        self._masks: dict[str, np.ndarray] = {}
 
     def searcher(self, model: Any) -> ImpactSearcher:
         """The impact searcher of a sparse model (BM25Model, DirichletModel, ...), built once."""
@@ -72,15 +74,33 @@ class ShardSearcher:
         ids, df = self.index.inverted.term_ids, self.stats.df
         return [(ids[t], float(w)) for t, w in sorted(bag.items()) if t in ids and df[ids[t]] > 0]
 
+    def allow(self, filter: str | None) -> np.ndarray | None:
+        """The allow mask of a filter expression here, deleted documents left out (None for none).
+        A field this shard's documents lack fails here (another shard may have it)."""
+        if filter is None:
+            return None
+        if filter not in self._masks:
+            mask = allow_mask(filter, self.index, strict=False)
+            mask[self.deleted] = 0
+            self._masks = {filter: mask}  # the last one: requests repeat a filter, rarely several
+        return self._masks[filter]
+
     def search(self, model: Any, bags: list[dict[str, float]], k: int,
-               threads: int = 1) -> tuple[list[Hits], list[int]]:
+               threads: int = 1, filter: str | None = None) -> tuple[list[Hits], list[int]]:
         """Each query's top k here, and how many of its terms this shard knows.
 
         Deleted documents are dropped before the cut: asking for k plus their number still
         leaves the exact top k of the others. Segments return no docnos (merge.py's shortcut
-        assumes the round-robin partition).
+        assumes the round-robin partition). `filter` (index/filters.py) keeps out the failing
+        documents (and the deleted ones) inside the top k.
         """
         queries = [self.weighted(bag) for bag in bags]
+        if filter is not None:
+            results = self.searcher(model).search_many(queries, k, threads, allow=self.allow(filter))
+            ids = self.index.doc_ids
+            return ([(ids[d], np.asarray(s, dtype=np.float64)) if self.live
+                     else (ids[d], np.asarray(s, dtype=np.float64), d) for d, s in results],
+                    [len(q) for q in queries])
         extra = int(self.deleted.sum())
         results = self.searcher(model).search_many(queries, k + extra, threads)
         ids, hits = self.index.doc_ids, []
@@ -93,12 +113,15 @@ class ShardSearcher:
         return hits, [len(q) for q in queries]
 
     def rescore(self, model: Any, bags: list[dict[str, float]],
-                candidates: list[list[str]]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per query, (doc ids, scores) of its candidates held (and not deleted) here."""
+                candidates: list[list[str]], filter: str | None = None
+                ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query, (doc ids, scores) of its candidates held (and not deleted) here; with a
+        filter, of those passing it."""
         docno, out = self.index.docno, []
+        allow = self.allow(filter)
         for bag, ids in zip(bags, candidates):
-            docs = np.array([docno[d] for d in ids if d in docno and not self.deleted[docno[d]]],
-                            dtype=np.int64)
+            docs = np.array([docno[d] for d in ids if d in docno and not self.deleted[docno[d]]
+                             and (allow is None or allow[docno[d]])], dtype=np.int64)
             out.append((self.index.doc_ids[docs], self.searcher(model).score(self.weighted(bag), docs)))
         return out
 

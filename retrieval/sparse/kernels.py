@@ -26,6 +26,10 @@ construction, not by tolerance. For MaxScore:
   about (number of terms) * 2**-53; every bound is inflated by BOUND_SLACK to
   cover that, which costs a little pruning and nothing in exactness.
 
+Filters: every kernel takes an optional `allow` (uint8 by docno, or None): a document whose
+entry is 0 never enters the top k (MaxScore does not even score it), so a filtered top k is the
+k best passing documents, exact, never a top k masked afterwards.
+
 Both require weights >= 0 and impacts >= 0 (the searcher scores one query at
 a time with numpy otherwise). Compiled on first use and cached on disk (numba's
 `cache=True`, next to this module or in NUMBA_CACHE_DIR).
@@ -41,6 +45,14 @@ WINDOW = 1024  # documents per window of exhaustive_top_k: 8 KiB of scores, with
 LARGE_K = 100  # from this k on, exhaustive scoring keeps candidates in a buffer, not a heap: below it the
 # heap is as fast or faster on CACM and SciFact (eval/bench_topk.py times both, results/topk.md)
 CHUNK = 64  # slots whose largest score exhaustive_top_k_kept tests before it looks at each
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _allowed(allow, doc):
+    """Whether a filter lets the document in (always without one: numba prunes the branch)."""
+    if allow is None:
+        return True
+    return allow[doc] != 0
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -117,7 +129,7 @@ def _seek(docnos, p, end, target):
 
 @njit(nogil=True, cache=True)
 def maxscore_top_k(indptr, docnos, codes, table, bases, max_impacts, terms, weights, k, num_docs,
-                   out_docs, out_scores, floor=-np.inf):
+                   out_docs, out_scores, floor=-np.inf, allow=None):
     """Top k of one query (terms, weights: parallel arrays in query order) into out_*; returns the count.
 
     `floor`, a score known to be below the k-th best, skips from the start the documents that cannot
@@ -171,8 +183,8 @@ def maxscore_top_k(indptr, docnos, codes, table, bases, max_impacts, terms, weig
                 cursor[j] = p
             if p < end[j] and docnos[p] < following:
                 following = docnos[p]
-        candidate = True
-        for j in range(first_essential - 1, -1, -1):
+        candidate = _allowed(allow, doc)  # a document the filter drops is not scored further
+        for j in range(first_essential - 1 if candidate else -1, -1, -1):
             if (partial * BOUND_SLACK + cumulative[j]) <= threshold:
                 candidate = False
                 break
@@ -214,12 +226,12 @@ def maxscore_top_k(indptr, docnos, codes, table, bases, max_impacts, terms, weig
 
 @njit(nogil=True, cache=True)
 def maxscore_batch(indptr, docnos, codes, table, bases, max_impacts, query_ptr, terms, weights, k,
-                   num_docs, out_docs, out_scores, out_counts):
+                   num_docs, out_docs, out_scores, out_counts, allow=None):
     """maxscore_top_k of query q = [query_ptr[q], query_ptr[q + 1]) of the flat terms/weights, into row q."""
     for q in range(len(query_ptr) - 1):
         a, b = query_ptr[q], query_ptr[q + 1]
         out_counts[q] = maxscore_top_k(indptr, docnos, codes, table, bases, max_impacts, terms[a:b],
-                                       weights[a:b], k, num_docs, out_docs[q], out_scores[q])
+                                       weights[a:b], k, num_docs, out_docs[q], out_scores[q], -np.inf, allow)
 
 
 def readonly(array: np.ndarray) -> np.ndarray:
@@ -304,11 +316,11 @@ def _add_window_listed(window_scores, window_seen, window_slots, docnos, codes, 
 
 
 @njit(nogil=True, cache=True)
-def _scan_window(window_scores, span, start, heap_scores, heap_docs, k):
-    """Offer the full heap every slot of window_scores[:span] at or above its k-th score, and zero the
-    slots."""
+def _scan_window(window_scores, span, start, heap_scores, heap_docs, k, allow):
+    """Offer the full heap every slot of window_scores[:span] at or above its k-th score (that the
+    filter allows), and zero the slots."""
     for slot in range(span):
-        if window_scores[slot] >= heap_scores[0]:
+        if window_scores[slot] >= heap_scores[0] and _allowed(allow, start + slot):
             _offer(heap_scores, heap_docs, k, k, window_scores[slot], start + slot)
     window_scores[:span] = 0.0
 
@@ -329,7 +341,7 @@ def _cursors(indptr, bases, terms):
 
 @njit(nogil=True, cache=True)
 def exhaustive_top_k(indptr, docnos, codes, table, bases, terms, weights, k, window_scores, window_seen,
-                     window_slots, out_docs, out_scores):
+                     window_slots, out_docs, out_scores, allow=None):
     """Top k of one query by scoring every posting, through a k-heap; returns the count.
 
     Term at a time within windows of len(window_scores) documents, so the
@@ -359,7 +371,7 @@ def exhaustive_top_k(indptr, docnos, codes, table, bases, terms, weights, k, win
             span, top = _add_window(window_scores, docnos, codes, table, base, cursor, end, weights, start,
                                     stop)
             if top >= threshold:
-                _scan_window(window_scores, span, start, heap_scores, heap_docs, k)
+                _scan_window(window_scores, span, start, heap_scores, heap_docs, k, allow)
                 threshold = heap_scores[0]
             else:
                 window_scores[:span] = 0.0
@@ -371,7 +383,7 @@ def exhaustive_top_k(indptr, docnos, codes, table, bases, terms, weights, k, win
             score = window_scores[slot]
             window_scores[slot] = 0.0
             window_seen[slot] = 0
-            if score >= threshold:
+            if score >= threshold and _allowed(allow, start + slot):
                 size = _offer(heap_scores, heap_docs, size, k, score, start + slot)
                 if size == k:
                     threshold = heap_scores[0]
@@ -404,7 +416,7 @@ def _keep_best(kept_scores, kept_docs, count, k):
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _keep_above(window_scores, span, start, threshold, threshold_bits, kept_scores, kept_docs, count):
+def _keep_above(window_scores, span, start, threshold, threshold_bits, kept_scores, kept_docs, count, allow):
     """Append the slots of window_scores[:span] above threshold (>= 0) to kept_*[count:]; returns the
     new count. Scores >= 0 order as their bits do, so a chunk of CHUNK slots is first tested by its
     largest bits, a loop the compiler vectorises; the slots of a chunk that passes are appended without
@@ -421,7 +433,7 @@ def _keep_above(window_scores, span, start, threshold, threshold_bits, kept_scor
                 score = window_scores[slot]
                 kept_scores[count] = score
                 kept_docs[count] = start + np.int64(slot)
-                count += score > threshold
+                count += score > threshold and _allowed(allow, start + np.int64(slot))
         chunk = stop
     return count
 
@@ -440,7 +452,7 @@ def _ranked(kept_scores, kept_docs, count, out_docs, out_scores):
 
 @njit(nogil=True, cache=True)
 def exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms, weights, k, window_scores, window_seen,
-                          window_slots, kept_scores, kept_docs, out_docs, out_scores):
+                          window_slots, kept_scores, kept_docs, out_docs, out_scores, allow=None):
     """Top k of one query by scoring every posting, keeping candidates in a buffer; returns the count.
 
     The same windows and sums as exhaustive_top_k, for large k, where a heap
@@ -469,7 +481,7 @@ def exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms, weights, k
                                     stop)
             if top > threshold:
                 count = _keep_above(window_scores, span, start, threshold, threshold_bits, kept_scores,
-                                    kept_docs, count)
+                                    kept_docs, count, allow)
             window_scores[:span] = 0.0
         else:
             hits = _add_window_listed(window_scores, window_seen, window_slots, docnos, codes, table, base,
@@ -478,7 +490,7 @@ def exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms, weights, k
                 slot = window_slots[h]
                 kept_scores[count] = window_scores[slot]
                 kept_docs[count] = start + slot
-                count += 1
+                count += _allowed(allow, start + slot)
                 window_scores[slot] = 0.0
                 window_seen[slot] = 0
         if count + window > len(kept_scores):
@@ -494,7 +506,7 @@ def exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms, weights, k
 
 @njit(nogil=True, cache=True)
 def exhaustive_batch(indptr, docnos, codes, table, bases, query_ptr, terms, weights, k, window, large_k,
-                     out_docs, out_scores, out_counts):
+                     out_docs, out_scores, out_counts, allow=None):
     """Top k of query q ([query_ptr[q], query_ptr[q + 1]) of terms/weights) into row q: exhaustive_top_k
     below large_k (the searcher passes LARGE_K), exhaustive_top_k_kept from it on (the same results)."""
     window_scores = np.zeros(window)
@@ -507,8 +519,8 @@ def exhaustive_batch(indptr, docnos, codes, table, bases, query_ptr, terms, weig
         if k >= large_k:
             out_counts[q] = exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms[a:b],
                                                   weights[a:b], k, window_scores, window_seen, window_slots,
-                                                  kept_scores, kept_docs, out_docs[q], out_scores[q])
+                                                  kept_scores, kept_docs, out_docs[q], out_scores[q], allow)
         else:
             out_counts[q] = exhaustive_top_k(indptr, docnos, codes, table, bases, terms[a:b], weights[a:b], k,
                                              window_scores, window_seen, window_slots, out_docs[q],
-                                             out_scores[q])
+                                             out_scores[q], allow)

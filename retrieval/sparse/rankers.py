@@ -10,6 +10,7 @@ naming it), as by every stage (pipeline/stage.py).
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -21,6 +22,7 @@ import numpy as np
 from tqdm import tqdm
 
 from retrieval.errors import InputError, UnknownDocument
+from retrieval.index.filters import allow_mask, as_filter
 from retrieval.index.impacts import BM25Model, DirichletModel, JelinekMercerModel, impacts_for
 from retrieval.index.native import Index, native_index
 from retrieval.pipeline import params
@@ -57,14 +59,28 @@ class SparseRanker(Stage):
     name = "sparse"
 
     def __init__(self, index: Index | str | Path, model, hits: int = default("hits"),
-                 threads: int = default("threads"), name: str | None = None):
+                 threads: int = default("threads"), name: str | None = None, filter: object = None):
         params.check(hits=hits, threads=threads)
         self.name = name or self.name
         self.index = native_index(index)
+        self.filter = as_filter(filter)
         self.model = model
         self.hits = hits
         self.threads = threads
         self._warned: set[str] = set()
+
+    def with_filter(self, filter: object) -> SparseRanker:
+        """This ranker searching only the documents `filter` passes (an expression, a Filter or None),
+        sharing its loaded impacts: how one built stage serves requests with different filters."""
+        other = copy.copy(self)
+        other.filter = as_filter(filter)
+        other.__dict__.pop("allow", None)
+        return other
+
+    @cached_property
+    def allow(self) -> np.ndarray | None:
+        """The filter's allow mask (uint8 by docno), None without a filter (index/filters.py)."""
+        return allow_mask(self.filter, self.index)
 
     @cached_property
     def searcher(self) -> ImpactSearcher:
@@ -95,6 +111,8 @@ class SparseRanker(Stage):
             docs = np.array([docno[d] for d, _ in candidates], dtype=np.int64)
         except KeyError as e:
             raise UnknownDocument(e.args[0], self.index.path) from None
+        if self.allow is not None:  # a filtered rescorer drops the candidates that fail
+            docs = docs[self.allow[docs] != 0]
         scores = self.searcher.score(query, docs)
         order = np.lexsort((docs, -scores))  # docno order is doc id order
         return self.ranking(docs[order], scores[order])
@@ -103,6 +121,7 @@ class SparseRanker(Stage):
         params.check_queries(queries)
         params.check_run(run, queries)
         self.searcher  # noqa: B018  (build impacts once, before threads start)
+        self.allow  # noqa: B018  (and the filter's mask)
         if run is not None:  # rescore every document of the run
             return map_queries(lambda q, t: self.rescore_terms(self.weighted(self.analyse(t), q),
                                                                run.get(q, [])), queries, self.threads,
@@ -112,7 +131,7 @@ class SparseRanker(Stage):
     def search_many(self, terms: dict[str, dict[str, float]], k: int) -> Run:
         """Search many weighted term bags at once (query id -> {term: weight})."""
         weighted = [self.weighted(bag, qid) for qid, bag in terms.items()]
-        results = self.searcher.search_many(weighted, k, self.threads)
+        results = self.searcher.search_many(weighted, k, self.threads, allow=self.allow)
         ids = self.index.doc_id_objects
         return Run({qid: Columns(ids[docs], scores) for qid, (docs, scores) in zip(terms, results)})
 
@@ -123,16 +142,17 @@ class BM25(SparseRanker):
     name = "bm25"
 
     def __init__(self, index: Index | str | Path, k1: float = default("k1"), b: float = default("b"),
-                 hits: int = default("hits"), threads: int = default("threads")):
+                 hits: int = default("hits"), threads: int = default("threads"), filter: object = None):
         params.check(k1=k1, b=b)
-        super().__init__(index, BM25Model(k1, b), hits, threads)
+        super().__init__(index, BM25Model(k1, b), hits, threads, filter=filter)
 
 
 class QueryLikelihood(SparseRanker):
     """Query likelihood with Dirichlet (`mu`) or Jelinek-Mercer (`lam`) smoothing, as Lucene."""
 
     def __init__(self, index: Index | str | Path, smoothing: str = "dirichlet", mu: float | None = None,
-                 lam: float | None = None, hits: int = default("hits"), threads: int = default("threads")):
+                 lam: float | None = None, hits: int = default("hits"), threads: int = default("threads"),
+                 filter: object = None):
         """`mu` (default 1000) applies only with Dirichlet smoothing, `lam` (default 0.1) only with
         Jelinek-Mercer: the other is refused, not ignored."""
         if smoothing == "dirichlet":
@@ -147,7 +167,7 @@ class QueryLikelihood(SparseRanker):
             model, self.name = JelinekMercerModel(lam), "qljm"
         else:
             raise InputError(f"unknown smoothing {smoothing!r}; expected dirichlet or jelinek-mercer")
-        super().__init__(index, model, hits, threads)
+        super().__init__(index, model, hits, threads, filter=filter)
 
 
 def _only_with(value: float | None, name: str, smoothing: str) -> None:
@@ -203,6 +223,12 @@ class RM3(Stage):
         alpha = self.original_weight
         return {t: alpha * query.get(t, 0.0) + (1 - alpha) * model.get(t, 0.0)
                 for t in set(query) | set(model)}
+
+    def with_filter(self, filter: object) -> RM3:
+        """RM3 around the ranker filtered (feedback documents pass the filter too)."""
+        other = copy.copy(self)
+        other.ranker = self.ranker.with_filter(filter)
+        return other
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
         params.check_queries(queries)

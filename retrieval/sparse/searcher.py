@@ -25,7 +25,7 @@ from tqdm import tqdm
 from retrieval.index.blocks import CodeBlocks, pack_codes
 from retrieval.index.codebook import Impacts, PackedImpacts, from_values
 from retrieval.index.postings import InvertedIndex, term_ranges
-from retrieval.sparse import block_kernels, kernels
+from retrieval.sparse import block_kernels, kernels, selective
 
 WeightedQuery = list[tuple[int, float]]  # (term id, weight)
 METHODS = ("auto", "maxscore", "exhaustive", "blocks", "blockmax")
@@ -34,8 +34,9 @@ METHODS = ("auto", "maxscore", "exhaustive", "blocks", "blockmax")
 # memory maps held), because scoring straight from the blocks was 1.2-1.7x slower on the Wikipedia
 # passages (eval/bench_real.py times both). "blocks" scores from the packed memory maps
 # (block_kernels, nothing decoded ahead: compact in memory too); "blockmax" does so skipping windows
-# whose block maxima cannot reach the k-th score. MaxScore (document at a time over the flat arrays)
-# stays selectable, exact and tested. Every method gives the same top k, scores and tie order.
+# whose block maxima cannot reach the k-th score (with an allow mask, both search as "exhaustive").
+# MaxScore (document at a time over the flat arrays) stays selectable, exact and tested. Every method
+# gives the same top k, scores and tie order.
 
 
 def flat_queries(queries: list[WeightedQuery]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -46,6 +47,19 @@ def flat_queries(queries: list[WeightedQuery]) -> tuple[np.ndarray, np.ndarray, 
     terms = np.array([t for q in queries for t, _ in q], dtype=np.int64)
     weights = np.array([w for q in queries for _, w in q], dtype=np.float64)
     return query_ptr, terms, weights
+
+
+def top_k(docs: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best (docno, score), score descending then docno ascending.
+
+    `docs` must be ascending: the stable sort then keeps ties in docno order.
+    """
+    if len(docs) > k:
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        keep = scores >= kth
+        docs, scores = docs[keep], scores[keep]
+    order = np.argsort(-scores, kind="stable")[:k]
+    return docs[order], scores[order]
 
 
 class ImpactSearcher:
@@ -101,35 +115,29 @@ class ImpactSearcher:
         return matched, np.bincount(inverse, weights=values, minlength=len(matched))
 
     def top_k(self, docs: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The k best (docno, score), score descending then docno ascending.
-
-        `docs` must be ascending: the stable sort then keeps ties in docno order.
-        """
-        if len(docs) > k:
-            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-            keep = scores >= kth
-            docs, scores = docs[keep], scores[keep]
-        order = np.argsort(-scores, kind="stable")[:k]
-        return docs[order], scores[order]
+        """The k best (docno, score), score descending then docno ascending (module's top_k)."""
+        return top_k(docs, scores, k)
 
     def search_many(self, queries: list[WeightedQuery], k: int, threads: int = 1,
-                    method: str = "auto") -> list[tuple[np.ndarray, np.ndarray]]:
+                    method: str = "auto", allow: np.ndarray | None = None
+                    ) -> list[tuple[np.ndarray, np.ndarray]]:
         """Top k of every query, batched; identical to calling `search` on each, whatever the method.
 
         "exhaustive": score every posting (compiled); "maxscore": the compiled
         MaxScore kernel; "auto": the one measured faster (auto_method). With a
-        negative weight or impact, one query at a time with `search`.
+        negative weight or impact, one query at a time with `search`. `allow` (uint8 by docno)
+        keeps out the documents whose entry is 0, inside the top k (index/filters.py).
         """
         if method not in METHODS:
             raise ValueError(f"unknown search method {method!r}; expected one of {METHODS}")
         if method == "auto":
             method = self.auto_method(k)
         if k <= 0 or not self.nonnegative or any(w < 0 for q in queries for _, w in q):
-            return [self.search(q, k) for q in tqdm(queries, desc="searching", disable=None)]
-        return self._kernel_many(queries, min(k, max(self.index.num_docs, 1)), threads, method)
+            return [self.search(q, k, allow) for q in tqdm(queries, desc="searching", disable=None)]
+        return self._kernel_many(queries, min(k, max(self.index.num_docs, 1)), threads, method, allow)
 
     def auto_method(self, k: int) -> str:
-        """What "auto" searches with for k hits."""
+        """What "auto" searches with for k hits (eval/bench_topk.py and eval/bench_real.py measure it)."""
         return "exhaustive"
 
     @cached_property
@@ -140,31 +148,49 @@ class ImpactSearcher:
         indptr = self.index.indptr
         return pack_codes(indptr, self.impacts.codes, term_ranges(indptr, 1 << 24))
 
-
     def _kernel_many(self, queries: list[WeightedQuery], k: int, threads: int,
-                     method: str) -> list[tuple[np.ndarray, np.ndarray]]:
+                     method: str, allow: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
         index = self.index
         impacts = self.impacts
-        if method in ("maxscore", "exhaustive"):
-            postings = [kernels.readonly(np.asarray(a))
-                        for a in (index.indptr, index.docnos, impacts.codes, impacts.table, impacts.bases)]
-            maxima = kernels.readonly(np.asarray(self.max_impacts)) if method == "maxscore" else None
-        else:
-            blocks, codes = index.blocks, self.code_blocks
-            postings = [kernels.readonly(np.asarray(a)) for a in (
-                index.indptr, blocks.term_blocks, blocks.words, blocks.offsets, blocks.widths, blocks.lasts,
-                codes.words, codes.offsets, codes.widths, codes.maxima, impacts.table, impacts.bases)]
+        if method in ("blocks", "blockmax") and allow is None:
+            return self._block_many(queries, k, threads, method)
+        if method in ("blocks", "blockmax"):
+            method = "exhaustive"  # the block kernels take no allow mask
+        postings = [kernels.readonly(np.asarray(a))
+                    for a in (index.indptr, index.docnos, impacts.codes, impacts.table, impacts.bases)]
+        maxima = kernels.readonly(np.asarray(self.max_impacts)) if method == "maxscore" else None
+        allowed = None if allow is None else kernels.readonly(np.ascontiguousarray(allow, dtype=np.uint8))
+        passing = None if allow is None else kernels.readonly(np.flatnonzero(allowed).astype(np.int64))
 
         def kernel(query: tuple, out: tuple) -> None:
             """query: (query_ptr, terms, weights, k); out: (docs, scores, counts), filled in place."""
-            if method == "maxscore":
-                kernels.maxscore_batch(*postings, maxima, *query, index.num_docs, *out)
-            elif method == "exhaustive":
-                kernels.exhaustive_batch(*postings, *query, kernels.WINDOW, self.large_k, *out)
+            if maxima is not None:
+                kernels.maxscore_batch(*postings, maxima, *query, index.num_docs, *out, allowed)
+            elif allowed is not None:  # the passing documents alone when few pass (selective.py)
+                selective.filtered_batch(*postings, *query, kernels.WINDOW, self.large_k, allowed, passing,
+                                         selective.SEEK_COST, *out)
             else:
-                prune = np.full(len(query[0]) - 1, method == "blockmax")
-                block_kernels.block_batch(*postings, *query[:3], query[3], prune, kernels.WINDOW,
-                                          self.large_k, *out)
+                kernels.exhaustive_batch(*postings, *query, kernels.WINDOW, self.large_k, *out, allowed)
+        return self._batched(queries, k, threads, kernel)
+
+    def _block_many(self, queries: list[WeightedQuery], k: int, threads: int,
+                    method: str) -> list[tuple[np.ndarray, np.ndarray]]:
+        """search_many straight from the packed blocks (block_kernels), "blockmax" skipping windows."""
+        index, impacts = self.index, self.impacts
+        blocks, codes = index.blocks, self.code_blocks
+        postings = [kernels.readonly(np.asarray(a)) for a in (
+            index.indptr, blocks.term_blocks, blocks.words, blocks.offsets, blocks.widths, blocks.lasts,
+            codes.words, codes.offsets, codes.widths, codes.maxima, impacts.table, impacts.bases)]
+
+        def kernel(query: tuple, out: tuple) -> None:
+            prune = np.full(len(query[0]) - 1, method == "blockmax")
+            block_kernels.block_batch(*postings, *query, prune, kernels.WINDOW, self.large_k, *out)
+
+        return self._batched(queries, k, threads, kernel)
+
+    def _batched(self, queries: list[WeightedQuery], k: int, threads: int,
+                 kernel) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Run `kernel` over chunks of the batch (in `threads` threads), rows of results per query."""
         size = max(1, min(64, -(-len(queries) // max(1, threads))))
         chunks = [queries[i:i + size] for i in range(0, len(queries), size)]
         bar = tqdm(total=len(queries), desc="searching", unit=" queries", disable=None)
@@ -186,9 +212,14 @@ class ImpactSearcher:
         bar.close()
         return results
 
-    def search(self, query: WeightedQuery, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top k documents over the whole index."""
-        return self.top_k(*self.accumulate(query), k)
+    def search(self, query: WeightedQuery, k: int, allow: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Top k documents over the whole index (those `allow` lets in)."""
+        docs, scores = self.accumulate(query)
+        if allow is not None:
+            keep = np.asarray(allow)[docs] != 0
+            docs, scores = docs[keep], scores[keep]
+        return self.top_k(docs, scores, k)
 
     def score(self, query: WeightedQuery, docs: np.ndarray) -> np.ndarray:
         """Scores of the given docnos (0 for documents matching no query term)."""
