@@ -251,9 +251,9 @@ MANIFEST_EDITS: dict[str, Callable[[dict], None]] = {
 }
 
 CRAFTED_ARRAYS: dict[str, tuple[str, Callable]] = {
-    "docno-out-of-range": ("inverted/docnos.npy", lambda a: a + 1000),
+    "docno-out-of-range": ("inverted/block_lasts.npy", lambda a: a + 1000),
     "offsets-decreasing": ("inverted/indptr.npy", lambda a: a[::-1]),
-    "tf-zero": ("inverted/tfs.npy", lambda a: a * 0),
+    "block-width-33": ("inverted/block_widths.npy", lambda a: a * 0 + 33),
     "doc-ids-duplicated": ("docids.npy", lambda a: a[[0] * len(a)]),
 }
 

@@ -323,12 +323,13 @@ def _deep(manifest: Path) -> None:
     manifest.write_text('{"format_version": 1, "x": ' + "[" * 200_000 + "]" * 200_000 + "}")
 
 
-def _duplicate_docno(a: np.ndarray) -> np.ndarray:
-    return np.concatenate([a[:1], a[:1], a[2:]])  # the first term's first two postings name one document
+def _last_docno_moved(a: np.ndarray) -> np.ndarray:
+    a[0] += 1  # the first block's recorded last docno is not the one its gaps decode to
+    return a
 
 
-def _tf_above_length(a: np.ndarray) -> np.ndarray:
-    a[0] = 1000
+def _words_garbled(a: np.ndarray) -> np.ndarray:
+    a[:8] = 0xFFFFFFFF  # the first postings' gaps and frequencies made the largest their widths hold
     return a
 
 
@@ -385,10 +386,10 @@ CASES: list[tuple[str, str, Callable[[Fixture, Path], Result], str]] = [
     ("crafted index", "negative impacts", crafted_array("inverted/impact_table.npy", lambda a: -a), E),
     ("crafted index", "unsorted vocabulary", crafted_file("inverted/terms_utf8.npy",
                                                           lambda p: _unsorted_terms(p.parents[1])), E),
-    ("crafted index", "duplicate docno in a posting list",
-     crafted_array("inverted/docnos.npy", _duplicate_docno), E),
-    ("crafted index", "tf above the document's length",
-     crafted_array("inverted/tfs.npy", _tf_above_length), E),
+    ("crafted index", "a block whose last docno is not its own",
+     crafted_array("inverted/block_lasts.npy", _last_docno_moved), E),
+    ("crafted index", "garbled postings words (docnos past the count, tfs above lengths)",
+     crafted_array("inverted/block_words.npy", _words_garbled), E),
     ("crafted index", "segment listed twice",
      naming(crafted_manifest(_listed_twice, live=True), "manifest.json"), E),
     ("crafted index", "duplicate deleted.npy", crafted_generation("shard-000/deleted.npy", _save([0, 0])), E),

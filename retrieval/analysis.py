@@ -80,8 +80,9 @@ class Analyzer:
         from nltk.stem.porter import PorterStemmer  # imported here: NLTK is slow to import
 
         self._porter = PorterStemmer(mode=PorterStemmer.MARTIN_EXTENSIONS)
-        self._cache: dict[str, list[str]] = {}
         self._lock = threading.Lock()
+        self._stems: dict[str, str] = {}  # lower-cased token -> its stem
+        self._term_of = _TermCache(self)
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -101,21 +102,31 @@ class Analyzer:
         if not token or token in self.stopwords:
             return []
         if self.stemmer == "porter":
-            token = self._porter.stem(token, to_lowercase=False)
+            stem = self._stems.get(token)  # tokens that differ only in case share a stem
+            if stem is None:
+                stem = self._stems[token] = self._porter.stem(token, to_lowercase=False)
+            token = stem
         return [token]
 
     def __call__(self, text: str) -> list[str]:
         """The index terms of `text`, in order."""
-        cache = self._cache
-        out: list[str] = []
-        for token in words(text):
-            terms = cache.get(token)
-            if terms is None:
-                terms = self._analyze_token(token)
-                with self._lock:
-                    cache[token] = terms
-            out.extend(terms)
-        return out
+        return list(filter(None, map(self._term_of.__getitem__, words(text))))
+
+
+class _TermCache(dict):
+    """Token -> its index term ("" for none: a stopword), each distinct token analysed once; looked
+    up through dict's own __getitem__, so a known token costs no Python frame."""
+
+    def __init__(self, analyzer: Analyzer):
+        super().__init__()
+        self.analyzer = analyzer
+
+    def __missing__(self, token: str) -> str:
+        terms = self.analyzer._analyze_token(token)
+        term = terms[0] if terms else ""
+        with self.analyzer._lock:
+            self[token] = term
+        return term
 
 
 T = TypeVar("T")

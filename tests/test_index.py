@@ -1,4 +1,5 @@
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -20,7 +21,9 @@ def test_build_and_open(tiny_docs, tmp_path):
     cat = inverted.term_ids["cat"]
     docs, tfs = inverted.postings(cat)
     assert docs.tolist() == [0, 1] and tfs.tolist() == [3, 1]  # Cats, cat, Cats / cats
-    assert not inverted.docnos.flags.owndata  # memory-mapped, not loaded
+    assert not inverted.blocks.words.flags.owndata  # memory-mapped, not loaded
+    assert "docnos" not in inverted.__dict__  # one term's blocks decoded, not every posting
+    assert inverted.docnos.tolist() == [d for t in range(inverted.num_terms) for d in inverted.postings(t)[0]]
     assert index.has("inverted") and not index.has("dense")
     with pytest.raises(InputError, match="has no 'dense' part"):
         index.require("dense")
@@ -165,8 +168,8 @@ def test_missing_wrong_version_and_altered_index(tiny_docs, tmp_path):
     build_index(read_documents(tiny_docs), tmp_path / "idx", progress=False)
     manifest_path = tmp_path / "idx" / storage.MANIFEST
     manifest = json.loads(manifest_path.read_text())
-    (tmp_path / "idx" / "inverted" / "tfs.npy").write_bytes(b"garbage")
-    with pytest.raises(InputError, match=r"tfs.npy: index file is truncated or altered"):
+    (tmp_path / "idx" / "inverted" / "block_words.npy").write_bytes(b"garbage")
+    with pytest.raises(InputError, match=r"block_words.npy: index file is truncated or altered"):
         Index.open(tmp_path / "idx")
     manifest["format_version"] = 999
     manifest_path.write_text(json.dumps(manifest))
@@ -242,3 +245,80 @@ def test_spilled_runs_merge_to_one_global_sort(tmp_path):
         lengths = np.load(tmp_path / name / "doc_lengths.npy")
         assert lengths[docno_of].tolist() == [len(terms) for terms in docs]
     assert not list((tmp_path / "spill").iterdir())  # runs deleted once merged
+
+
+def test_blocks_round_trip_any_postings():
+    """Packing is lossless for any rising docnos and tfs >= 1, whatever the block boundaries and
+    widths (0 to 32 bits), and packing term range by term range writes the same words."""
+    from retrieval.index.blocks import BLOCK, pack_codes, pack_postings, unpack_codes, unpack_postings
+
+    rng = np.random.default_rng(7)
+    dfs = np.array([0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK, 5, 0, 2 * BLOCK + 7])
+    indptr = np.concatenate([[0], np.cumsum(dfs)])
+    docnos = np.concatenate([np.sort(rng.choice(10**6, d, replace=False)) for d in dfs]).astype(np.int32)
+    docnos[indptr[5]:indptr[6]] = np.arange(dfs[5])  # gaps of 0: width 0
+    tfs = rng.integers(1, 4, size=len(docnos)).astype(np.int32)
+    tfs[-1] = 2**31 - 1
+    codes = rng.integers(0, 2**32, size=len(docnos), dtype=np.uint64).astype(np.uint32)
+    blocks = pack_postings(indptr, docnos, tfs)
+    assert [a.tolist() for a in unpack_postings(blocks)] == [docnos.tolist(), tfs.tolist()]
+    assert pack_postings(indptr, docnos, tfs, [(0, 4), (4, 9)]).words.tolist() == blocks.words.tolist()
+    assert unpack_codes(indptr, pack_codes(indptr, codes)).tolist() == codes.tolist()
+
+
+def test_an_index_with_flat_postings_still_opens_with_the_same_results(tiny_docs, tmp_path):
+    """Indexes built before the packed layout hold docnos.npy and tfs.npy (and one impact code per
+    posting): they open, and search gives the same run."""
+    from retrieval.index.blocks import CODE_FILES, POSTING_FILES
+    from retrieval.index.impacts import CODES_FILE
+    from retrieval.sparse.rankers import BM25
+    from retrieval.types import Queries
+
+    build_index(read_documents(tiny_docs), tmp_path / "new", progress=False)
+    new = Index.open(tmp_path / "new")
+    queries = Queries({"q1": "cat garden", "q2": "dogs chase"})
+    expected = BM25(new)(queries)
+    shutil.copytree(tmp_path / "new", tmp_path / "old")
+    inverted = tmp_path / "old" / "inverted"
+    storage.save_array(inverted / "docnos.npy", new.inverted.docnos)
+    storage.save_array(inverted / "tfs.npy", new.inverted.tfs)
+    storage.save_array(inverted / CODES_FILE, BM25(new).searcher.impacts.codes.astype(np.uint16))
+    for name in POSTING_FILES + CODE_FILES:
+        (inverted / name).unlink()
+    manifest = json.loads((tmp_path / "old" / storage.MANIFEST).read_text())
+    manifest["parts"]["inverted"]["files"] = storage.checksum_tree(inverted, "inverted/")
+    (tmp_path / "old" / storage.MANIFEST).write_text(json.dumps(manifest))
+    old = Index.open(tmp_path / "old")
+    assert not old.inverted.packed
+    assert BM25(old)(queries) == expected
+    searcher = BM25(old).searcher
+    runs = [[(d.tolist(), s.tolist()) for d, s in searcher.search_many([[(0, 1.0), (3, 0.5)]], 3, method=m)]
+            for m in ("blockmax", "blocks", "exhaustive", "maxscore")]
+    assert runs[0] == runs[1] == runs[2] == runs[3]
+
+
+def test_doc_store_is_compressed_and_older_plain_ones_still_read(tmp_path):
+    """Titles and texts are stored as zstd frames with a dictionary trained on the first documents;
+    a doc store written before compression (plain title and text columns) reads the same."""
+    import sqlite3
+
+    from retrieval.index.docstore import DocStore, write_docstore
+
+    rng = np.random.default_rng(3)
+    words = [f"word{i}" for i in range(300)]
+    docs = [Document(f"d{i:04d}", f"Title {i % 40}", " ".join(rng.choice(words, 80))) for i in range(600)]
+    assert [d.id for d in write_docstore(tmp_path / "new.sqlite", iter(docs))] == [d.id for d in docs]
+    con = sqlite3.connect(tmp_path / "old.sqlite")
+    con.execute("CREATE TABLE docs (docno INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, title TEXT,"
+                " text TEXT)")
+    con.executemany("INSERT INTO docs VALUES (?, ?, ?, ?)",
+                    [(i, d.id, d.title, d.text) for i, d in enumerate(docs)])
+    con.commit()
+    con.close()
+    assert (tmp_path / "new.sqlite").stat().st_size < 0.75 * (tmp_path / "old.sqlite").stat().st_size
+    for name in ("new.sqlite", "old.sqlite"):
+        store = DocStore(tmp_path / name)
+        store.check()
+        assert list(store) == docs and store.get("d0007") == docs[7] and len(store) == len(docs)
+        with pytest.raises(InputError, match="unknown document id"):
+            store.get("nope")

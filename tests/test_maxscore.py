@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retrieval import storage
-from retrieval.index.codebook import from_values
+from retrieval.index.blocks import CODE_FILES
+from retrieval.index.codebook import PackedImpacts, from_values
 from retrieval.index.impacts import BASES_FILE, CODES_FILE, IMPACTS_MODEL_FILE, TABLE_FILE, BM25Model
 from retrieval.index.native import Index
 from retrieval.index.postings import InvertedIndex, InvertedIndexBuilder
@@ -71,6 +72,8 @@ def test_maxscore_equals_exhaustive_on_random_indexes(case):
         assert same(searcher.search_many(weighted, k, method="maxscore"), expected)
         assert same(searcher.search_many(weighted, k, threads=2, method="maxscore"), expected)
         assert same(searcher.search_many(weighted, k, method="exhaustive"), expected)
+        for method in ("blocks", "blockmax"):
+            assert same(searcher.search_many(weighted, k, method=method), expected)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -89,7 +92,9 @@ def test_maxscore_equals_exhaustive_on_lists_of_many_blocks(seed, tmp_path):
                for _ in range(30)]
     searcher = ImpactSearcher(index, impacts)
     for k in (1, 5, 10, 100):
-        assert same(searcher.search_many(queries, k), [searcher.search(q, k) for q in queries]), k
+        expected = [searcher.search(q, k) for q in queries]
+        for method in ("auto", "blocks", "blockmax"):
+            assert same(searcher.search_many(queries, k, method=method), expected), (k, method)
 
 
 @pytest.mark.parametrize("collection", ["cacm", "scifact"])
@@ -104,24 +109,29 @@ def test_maxscore_equals_exhaustive_on_real_collections(collection, cacm_index, 
         for k in (1, 10, 100, 1000):
             exhaustive = ranker.searcher.search_many(queries, k, method="exhaustive")
             assert same(ranker.searcher.search_many(queries, k, threads=2), exhaustive), (ranker.model, k)
+            for method in ("blocks", "blockmax"):
+                assert same(ranker.searcher.search_many(queries, k, method=method), exhaustive), (method, k)
 
 
-IMPACT_FILES = (CODES_FILE, TABLE_FILE, BASES_FILE, IMPACTS_MODEL_FILE)
+IMPACT_FILES = (*CODE_FILES, TABLE_FILE, BASES_FILE, IMPACTS_MODEL_FILE)
 
 
 def test_default_bm25_impacts_are_stored_at_build_time_and_equal_computed_ones(cacm_index):
     inverted = cacm_index.inverted
     model = BM25Model(k1=0.9, b=0.4)
     assert json.loads((inverted.path / IMPACTS_MODEL_FILE).read_text()) == model.key
-    codes, table, bases = (np.load(inverted.path / name) for name in (CODES_FILE, TABLE_FILE, BASES_FILE))
-    assert codes.dtype == np.uint16 and codes.nbytes + table.nbytes < 8 * len(codes)  # smaller than float64
+    assert not (inverted.path / CODES_FILE).exists()  # packed in blocks instead
+    table, bases = (np.load(inverted.path / name) for name in (TABLE_FILE, BASES_FILE))
+    searcher = BM25(cacm_index).searcher
+    assert isinstance(searcher.impacts, PackedImpacts)
+    assert not searcher.impacts.packed.words.flags.owndata  # memory-mapped, not computed on load
+    codes = searcher.impacts.codes
+    assert (inverted.path / "code_words.npy").stat().st_size < codes.astype(np.uint16).nbytes  # < 2 B each
     terms = np.repeat(np.arange(inverted.num_terms), np.diff(inverted.indptr))
     stored = table[bases[terms] + codes]
     assert stored.tobytes() == model.impacts(inverted).tobytes()  # the codebook is exact
     for name in IMPACT_FILES:
         assert f"inverted/{name}" in cacm_index.parts["inverted"]["files"]  # checksummed
-    searcher = BM25(cacm_index).searcher
-    assert not searcher.impacts.codes.flags.owndata  # memory-mapped, not computed on load
 
 
 def test_a_term_with_more_distinct_impacts_than_uint16_numbers_gets_uint32_codes():
@@ -148,26 +158,35 @@ def test_codebook_runs_are_each_terms_distinct_values_in_ascending_bit_order(see
         assert impacts.values(term, lo, hi).tobytes() == values[lo:hi].tobytes()
 
 
-def test_codes_beyond_their_terms_run_are_refused_on_load(cacm_index, tmp_path):
+@pytest.mark.parametrize("change", ["code past its run", "block maximum"])
+def test_codes_beyond_their_terms_run_are_refused_on_load(cacm_index, tmp_path, change):
     """A crafted index whose codes point past a term's run would make the kernels read outside the
-    table: opening it (checksums and all) is refused, naming the file."""
+    table, and a wrong block maximum would make pruning skip documents: opening it (checksums and
+    all) is refused, naming the file."""
     import shutil
 
     from retrieval.errors import InputError
 
     crafted = tmp_path / "crafted"
     shutil.copytree(cacm_index.path, crafted)
-    codes_path = crafted / "inverted" / CODES_FILE
-    codes = np.load(codes_path)
-    codes[0] = np.iinfo(codes.dtype).max
-    np.save(codes_path, codes)
+    inverted = crafted / "inverted"
+    widths = np.load(inverted / "code_widths.npy")
+    name = "code_words.npy" if change == "code past its run" else "code_maxima.npy"
+    array = np.load(inverted / name)
+    if change == "code past its run":  # the first codes of a block, made the largest its width holds
+        maxima = np.load(inverted / "code_maxima.npy")
+        block = int(np.flatnonzero((widths > 0) & (maxima < (1 << widths.astype(np.int64)) - 1))[0])
+        array[BM25(cacm_index).searcher.impacts.packed.offsets[block]] = 0xFFFFFFFF
+    else:
+        array[0] += 1
+    np.save(inverted / name, array)
     manifest = json.loads((crafted / storage.MANIFEST).read_text())
-    manifest["parts"]["inverted"]["files"][f"inverted/{CODES_FILE}"] = {
-        "sha256": storage.sha256_file(codes_path), "bytes": codes_path.stat().st_size}
+    manifest["parts"]["inverted"]["files"][f"inverted/{name}"] = {
+        "sha256": storage.sha256_file(inverted / name), "bytes": (inverted / name).stat().st_size}
     (crafted / storage.MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(InputError, match="stored impacts do not match the postings") as error:
         BM25(Index.open(crafted)).searcher  # noqa: B018
-    assert error.value.path == str(codes_path)
+    assert error.value.path == str(inverted / CODE_FILES[0])
 
 
 def test_index_without_stored_impacts_opens_and_computes_them(cacm_index, tmp_path):

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 from numba import njit
 
 from retrieval.errors import InputError
+from retrieval.index.blocks import CodeBlocks, blocks_of, term_codes, unpack_codes, verify_codes
 from retrieval.index.postings import term_ranges
 
 CODE_TYPES = (np.uint16, np.uint32)  # tried in this order: the narrowest that holds every term's run
@@ -65,6 +67,37 @@ class Impacts:
             if not _codes_fit(indptr, self.codes, sizes, lo, hi):
                 raise InputError("stored impacts do not match the postings; rebuild the index", path)
             release()
+
+
+class PackedImpacts:
+    """Impacts whose codes are packed in blocks beside the postings' (blocks.CodeBlocks), as a packed
+    index stores its BM25 impacts: the compiled searcher reads the blocks; `codes` (every posting's,
+    flat) is decoded into memory only if asked for."""
+
+    def __init__(self, packed: CodeBlocks, table: np.ndarray, bases: np.ndarray, indptr: np.ndarray):
+        self.packed, self.table, self.bases, self.indptr = packed, table, bases, np.asarray(indptr)
+
+    @cached_property
+    def codes(self) -> np.ndarray:
+        return unpack_codes(self.indptr, self.packed)
+
+    def values(self, term: int, start: int, stop: int) -> np.ndarray:
+        """The float64 impacts of postings [start, stop) of `term` (decoding only its blocks)."""
+        first = int(self.indptr[term])
+        codes = term_codes(self.indptr, blocks_of(self.indptr), self.packed, term)[start - first:stop - first]
+        return self.table[int(self.bases[term]) + codes]
+
+    maxima = Impacts.maxima
+    minimum = Impacts.minimum
+
+    def check(self, indptr: np.ndarray, path: Path) -> None:
+        """InputError (naming `path`) unless the table fits the postings and every code points into its
+        own term's run, each block's recorded largest code being its largest."""
+        sizes = np.diff(self.bases)
+        if (self.bases.dtype != np.int64 or self.table.dtype != np.float64 or len(self.bases) != len(indptr)
+                or self.bases[0] != 0 or self.bases[-1] != len(self.table) or np.any(sizes < 0)):
+            raise InputError("stored impacts do not match the postings; rebuild the index", path)
+        verify_codes(indptr, self.packed, self.bases, path.parent)
 
 
 def encode(indptr: np.ndarray, chunks: Callable[[], Iterable[tuple[int, int, np.ndarray]]],

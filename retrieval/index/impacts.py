@@ -23,7 +23,8 @@ import numpy as np
 from numba import vectorize
 
 from retrieval.errors import InputError
-from retrieval.index.codebook import Impacts, encode
+from retrieval.index.blocks import CODE_FILES, CodeBlocks, blocks_of, pack_codes
+from retrieval.index.codebook import Impacts, PackedImpacts, encode
 from retrieval.index.lucene_norms import quantised_lengths
 from retrieval.index.postings import InvertedIndex, term_ranges
 from retrieval.storage import load_array, naming, new_array, release_pages, save_array
@@ -90,7 +91,7 @@ class ImpactModel:
 
     def impacts(self, index: InvertedIndex, stats: CollectionStats | None = None) -> np.ndarray:
         """One float64 impact per posting (the reference the codebook reproduces)."""
-        out = np.empty(len(index.docnos), dtype=np.float64)
+        out = np.empty(index.posting_count, dtype=np.float64)
         for lo, hi, values in self.chunks(index, stats):
             out[index.indptr[lo]:index.indptr[hi]] = values
         return out
@@ -100,7 +101,7 @@ class ImpactModel:
         """The impacts as a codebook, computed term range by term range (bounded memory); the codes
         go into `codes_for(dtype)` (default: a new array in memory)."""
         return encode(index.indptr, lambda: self.chunks(index, stats),
-                      codes_for or (lambda dtype: np.empty(len(index.docnos), dtype)))
+                      codes_for or (lambda dtype: np.empty(index.posting_count, dtype)))
 
     def chunks(self, index: InvertedIndex, stats: CollectionStats | None = None
                ) -> Iterator[tuple[int, int, np.ndarray]]:
@@ -109,7 +110,7 @@ class ImpactModel:
         lengths = quantised_lengths(index.doc_lengths)
         for lo, hi in term_ranges(index.indptr, CHUNK_POSTINGS):
             yield lo, hi, self._finite_chunk(index, stats, lengths, lo, hi)
-            release_pages(index.docnos, index.tfs)  # bounded memory when these are file maps
+            index.release()  # bounded memory when the postings are file maps
 
     def _finite_chunk(self, index: InvertedIndex, stats: CollectionStats, lengths: np.ndarray,
                       lo: int, hi: int) -> np.ndarray:
@@ -129,10 +130,6 @@ class ImpactModel:
         return {"model": type(self).__name__, **asdict(self)}
 
 
-def _span(index: InvertedIndex, lo: int, hi: int) -> slice:
-    return slice(int(index.indptr[lo]), int(index.indptr[hi]))
-
-
 @dataclass(frozen=True)
 class BM25Model(ImpactModel):
     """Lucene's BM25Similarity: idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))."""
@@ -145,9 +142,9 @@ class BM25Model(ImpactModel):
         avgdl = float(stats.total_terms) / max(doc_count, 1)
         df = stats.df[lo:hi].astype(np.float64)
         idf = log(1.0 + (doc_count - df + 0.5) / (df + 0.5))
-        span = _span(index, lo, hi)
-        tf = np.asarray(index.tfs[span], dtype=np.float64)
-        norm = self.k1 * (1.0 - self.b + self.b * lengths[index.docnos[span]] / avgdl)
+        docnos, tfs = index.span(lo, hi)
+        tf = np.asarray(tfs, dtype=np.float64)
+        norm = self.k1 * (1.0 - self.b + self.b * lengths[docnos] / avgdl)
         return np.repeat(idf, index.df[lo:hi]) * tf / (tf + norm)
 
 
@@ -158,10 +155,10 @@ class DirichletModel(ImpactModel):
     mu: float
 
     def _chunk(self, index, stats, lengths, lo, hi):
-        span = _span(index, lo, hi)
+        docnos, tfs = index.span(lo, hi)
         pc = np.repeat(_collection_probability(stats)[lo:hi], index.df[lo:hi])
-        tf = np.asarray(index.tfs[span], dtype=np.float64)
-        score = log1p(tf / (self.mu * pc)) + log(self.mu / (lengths[index.docnos[span]] + self.mu))
+        tf = np.asarray(tfs, dtype=np.float64)
+        score = log1p(tf / (self.mu * pc)) + log(self.mu / (lengths[docnos] + self.mu))
         return np.maximum(score, 0.0)
 
 
@@ -175,10 +172,10 @@ class JelinekMercerModel(ImpactModel):
     lam: float
 
     def _chunk(self, index, stats, lengths, lo, hi):
-        span = _span(index, lo, hi)
+        docnos, tfs = index.span(lo, hi)
         pc = np.repeat(_collection_probability(stats)[lo:hi], index.df[lo:hi])
-        tf = np.asarray(index.tfs[span], dtype=np.float64)
-        return log1p((1.0 - self.lam) * tf / lengths[index.docnos[span]] / (self.lam * pc))
+        tf = np.asarray(tfs, dtype=np.float64)
+        return log1p((1.0 - self.lam) * tf / lengths[docnos] / (self.lam * pc))
 
 
 # Every bag-of-words model by ranker name, with its own parameters (declared in params.PARAMS). A new
@@ -201,24 +198,30 @@ def sparse_model(name: str, **values: float) -> ImpactModel:
     return model(**({n: params.default(n) for n in names} | values))
 
 
-def write_impacts(path: Path, model: ImpactModel) -> None:
-    """Precompute a model's impacts (as a codebook) into an inverted part being built.
+def write_impacts(path: Path, model: ImpactModel, packed: bool = True) -> None:
+    """Precompute a model's impacts (as a codebook) into an inverted part being built; `packed`:
+    their codes packed in blocks beside the postings' (blocks.CodeBlocks), else one per posting.
 
     Written at build time for the default BM25, so that searching with it neither
     pays a pass over all postings on the first query nor holds them in memory
     (the codes are memory-mapped); other models compute theirs on load.
     """
     index = InvertedIndex(path)
-    release_pages(index.docnos, index.tfs)  # opening checks every posting; keep none resident
+    index.release()  # opening checks every posting; keep none resident
 
     def codes_file(dtype: type) -> np.ndarray:
-        return new_array(path / CODES_FILE, dtype, (len(index.docnos),))
+        return new_array(path / CODES_FILE, dtype, (index.posting_count,))
 
     impacts = model.encoded(index, codes_for=codes_file)
     impacts.codes.flush()
+    if packed:
+        pack_codes(index.indptr, impacts.codes, term_ranges(index.indptr, CHUNK_POSTINGS)).save(path)
+        release_pages(impacts.codes)
     save_array(path / TABLE_FILE, impacts.table)
     save_array(path / BASES_FILE, impacts.bases)
     del impacts
+    if packed:
+        (path / CODES_FILE).unlink()
     with naming(path / IMPACTS_MODEL_FILE):
         (path / IMPACTS_MODEL_FILE).write_text(json.dumps(model.key, sort_keys=True) + "\n")
 
@@ -229,11 +232,19 @@ def impacts_for(model: ImpactModel, index: InvertedIndex,
     model and its own statistics, else computed now (an index built before they were stored, another
     model or parameters, or a shard scoring with the whole collection's statistics)."""
     stored = index.path / IMPACTS_MODEL_FILE
-    if stats is None and stored.is_file() and (index.path / CODES_FILE).is_file():
+    packed = (index.path / CODE_FILES[0]).is_file()
+    if stats is None and stored.is_file() and (packed or (index.path / CODES_FILE).is_file()):
         try:
             key = json.loads(stored.read_text())
         except (ValueError, RecursionError):
             raise InputError("unreadable impacts description; rebuild the index", stored) from None
+        if key == model.key and packed:
+            code_blocks = CodeBlocks.load(index.path, index.indptr, blocks_of(index.indptr))
+            impacts = PackedImpacts(code_blocks, *(np.asarray(load_array(index.path / name))
+                                                   for name in (TABLE_FILE, BASES_FILE)), index.indptr)
+            impacts.check(index.indptr, index.path / TABLE_FILE)
+            check_stored(model, index, impacts)
+            return impacts
         if key == model.key:
             impacts = Impacts(*(np.asarray(load_array(index.path / name))
                                 for name in (CODES_FILE, TABLE_FILE, BASES_FILE)))
@@ -243,7 +254,8 @@ def impacts_for(model: ImpactModel, index: InvertedIndex,
     return model.encoded(index, stats)
 
 
-def check_stored(model: ImpactModel, index: InvertedIndex, impacts: Impacts, samples: int = 16) -> None:
+def check_stored(model: ImpactModel, index: InvertedIndex, impacts: Impacts | PackedImpacts,
+                 samples: int = 16) -> None:
     """Stored impacts are finite and >= 0, and on a sample of terms exactly the ones `model` (what
     impacts.json names) computes: a description naming other parameters than the impacts were
     computed with would otherwise score with the wrong ones."""
@@ -256,7 +268,7 @@ def check_stored(model: ImpactModel, index: InvertedIndex, impacts: Impacts, sam
     terms = np.unique(np.linspace(0, index.num_terms - 1, samples).astype(np.int64)).tolist()
     cf = np.zeros(index.num_terms, dtype=np.int64)  # only the sampled terms' are read
     for t in terms:
-        cf[t] = int(np.sum(index.tfs[index.indptr[t]:index.indptr[t + 1]], dtype=np.int64))
+        cf[t] = int(np.sum(index.postings(t)[1], dtype=np.int64))
     stats = CollectionStats(num_docs=index.num_docs, doc_count=int(np.count_nonzero(index.doc_lengths)),
                             total_terms=int(np.sum(index.doc_lengths, dtype=np.int64)), df=index.df, cf=cf)
     lengths = quantised_lengths(index.doc_lengths)

@@ -6,7 +6,7 @@
       docids.npy      doc id of each docno (the internal number 0..N-1); docnos
                       follow sorted doc id order, so ties broken by docno are
                       broken by doc id
-      inverted/       postings (index/postings.py)
+      inverted/       postings packed in blocks, BM25 impacts (index/postings.py, blocks.py)
       field.NAME/     with `fields`: one inverted part per field (same docnos, the field's own
                       lengths and statistics), part "field.NAME" of the manifest
       dense/, late/   added by later stages via storage.add_part
@@ -31,7 +31,7 @@ from retrieval.errors import InputError
 from retrieval.index.docstore import FILENAME as DOCSTORE_FILE
 from retrieval.index.docstore import DocStore, write_docstore
 from retrieval.index.impacts import BM25Model, write_impacts
-from retrieval.index.postings import InvertedIndex, InvertedIndexBuilder
+from retrieval.index.postings import InvertedIndex, InvertedIndexBuilder, pack_files
 from retrieval.ownership import is_index_dir
 from retrieval.pipeline.params import default
 from retrieval.types import Document
@@ -84,8 +84,10 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
         for name, field_builder in per_field.items():
             field_stats[name] = field_builder.write(tmp / f"{FIELD_PART}{name}", docno_of)
             write_impacts(tmp / f"{FIELD_PART}{name}", BM25Model(k1=default("k1"), b=default("b")))
+            pack_files(tmp / f"{FIELD_PART}{name}")
         shutil.rmtree(tmp / SPILL_DIR, ignore_errors=True)
         write_impacts(tmp / "inverted", BM25Model(k1=default("k1"), b=default("b")))
+        pack_files(tmp / "inverted")
         storage.save_array(tmp / DOCIDS_FILE, ids[by_id])
         manifest = {
             "format_version": storage.FORMAT_VERSION,

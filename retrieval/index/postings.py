@@ -1,24 +1,31 @@
-"""The inverted index: CSR postings by term, term statistics, document lengths.
+"""The inverted index: postings by term, term statistics, document lengths.
 
 Files (all .npy, memory-mapped on load, never pickled):
   terms_utf8.npy / terms_offsets.npy  the sorted vocabulary as one UTF-8 blob
-  indptr.npy        postings of term t are [indptr[t], indptr[t+1])
-  docnos.npy        doc numbers (int32, ascending within a term)
-  tfs.npy           term frequencies (int32)
+  indptr.npy        postings of term t are [indptr[t], indptr[t+1]) (so df = diff)
+  block_*.npy       the postings packed in blocks of 128: docno gaps and term
+                    frequencies bit-packed (index/blocks.py)
   doc_lengths.npy   terms per document (int32, after analysis)
+
+Indexes built before the packed layout hold the postings as plain arrays
+instead (docnos.npy, int32, ascending within a term; tfs.npy, int32); both
+open. `docnos` and `tfs` give the flat arrays either way (decoded into
+memory on first use for a packed index); the compiled searcher reads the
+blocks.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections import Counter
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from retrieval.errors import InputError
+from retrieval.index.blocks import Blocks, pack_postings, unpack_postings, verify_postings
 from retrieval.storage import load_array, new_array, release_pages, save_array
 
 CHECK_POSTINGS = 1 << 22  # postings checked at a time when an index is opened (bounded memory)
@@ -36,6 +43,42 @@ def term_ranges(indptr: np.ndarray, postings: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
+class _Vocabulary(dict):
+    """Term -> term id, a new term getting the next id when first looked up."""
+
+    def __missing__(self, term: str) -> int:
+        self[term] = n = len(self)
+        return n
+
+
+@njit(nogil=True, cache=True)
+def _count(tokens, lengths, vocabulary):
+    """(term ids, tfs, distinct terms per document) of documents whose tokens (term ids) follow each
+    other in `tokens`, `lengths` each: a document's terms in the order first seen, as Counter."""
+    mark = np.full(vocabulary, -1, np.int64)  # the last document each term was seen in
+    slot = np.empty(vocabulary, np.int64)     # where that document's posting of it is
+    terms = np.empty(len(tokens), np.int32)
+    tfs = np.empty(len(tokens), np.int32)
+    sizes = np.empty(len(lengths), np.int32)
+    n = 0
+    p = 0
+    for d in range(len(lengths)):
+        start = n
+        for i in range(p, p + lengths[d]):
+            t = tokens[i]
+            if mark[t] != d:
+                mark[t] = d
+                slot[t] = n
+                terms[n] = t
+                tfs[n] = 1
+                n += 1
+            else:
+                tfs[slot[t]] += 1
+        p += lengths[d]
+        sizes[d] = n - start
+    return terms[:n], tfs[:n], sizes
+
+
 class InvertedIndexBuilder:
     """Accumulates analysed documents, then writes the postings arrays, in bounded memory.
 
@@ -49,38 +92,36 @@ class InvertedIndexBuilder:
     """
 
     def __init__(self, spill_dir: Path | None = None, run_postings: int = 1 << 24) -> None:
-        self.vocab: dict[str, int] = {}
+        self.vocab: dict[str, int] = _Vocabulary()
         self.lengths = array("i")
         self.spill_dir = spill_dir
         self.run_postings = run_postings
         self.runs: list[Path] = []
-        self._terms, self._tfs, self._sizes = array("i"), array("i"), array("i")
+        self._tokens = array("i")  # term id of every token of the current run's documents, in order
         self._first_doc = 0  # add-order number of the current run's first document
 
     def add(self, terms: list[str]) -> None:
         """Add the next document's terms (its docno is the number added before it)."""
-        counts = Counter(terms)
-        vocab = self.vocab
-        self._terms.extend([vocab.setdefault(t, len(vocab)) for t in counts])
-        self._tfs.extend(counts.values())
-        self._sizes.append(len(counts))
+        self._tokens.extend(map(self.vocab.__getitem__, terms))  # a new term gets the next id
         self.lengths.append(len(terms))
-        if self.spill_dir is not None and len(self._terms) >= self.run_postings:
+        if self.spill_dir is not None and len(self._tokens) >= self.run_postings:
             self._spill()
 
     def _run_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The current run: (first-seen term ids, add-order doc numbers, tfs)."""
-        sizes = np.frombuffer(self._sizes, dtype=np.int32)
+        """The current run: (term ids in first-seen order within each document, add-order doc numbers,
+        tfs), counted in one compiled pass over its tokens."""
+        lengths = np.frombuffer(self.lengths, dtype=np.int32)[self._first_doc:]
+        terms, tfs, sizes = _count(np.frombuffer(self._tokens, dtype=np.int32), lengths, len(self.vocab))
         docs = np.repeat(np.arange(self._first_doc, self._first_doc + len(sizes), dtype=np.int32), sizes)
-        return (np.frombuffer(self._terms, dtype=np.int32), docs, np.frombuffer(self._tfs, dtype=np.int32))
+        return terms, docs, tfs
 
     def _spill(self) -> None:
         path = Path(self.spill_dir) / f"run{len(self.runs):05d}.npy"
         path.parent.mkdir(parents=True, exist_ok=True)
         save_array(path, np.stack(self._run_arrays()))
         self.runs.append(path)
-        self._first_doc += len(self._sizes)
-        self._terms, self._tfs, self._sizes = array("i"), array("i"), array("i")
+        self._first_doc = len(self.lengths)
+        self._tokens = array("i")
 
     def _all_runs(self):
         """Every run in add order: the spilled ones (loaded one at a time), then the one in memory."""
@@ -151,6 +192,17 @@ class InvertedIndexBuilder:
                 "total_terms": int(lengths.sum(dtype=np.int64)), "postings": total}
 
 
+def pack_files(path: Path) -> None:
+    """Turn the flat postings arrays written into `path` (docnos.npy, tfs.npy) into packed blocks
+    (index/blocks.py), term range by term range, and remove the flat ones."""
+    indptr = np.asarray(load_array(path / "indptr.npy"))
+    docnos, tfs = load_array(path / "docnos.npy"), load_array(path / "tfs.npy")
+    pack_postings(indptr, docnos, tfs, term_ranges(indptr, CHECK_POSTINGS)).save(path)
+    del docnos, tfs
+    for name in ("docnos.npy", "tfs.npy"):
+        (path / name).unlink()
+
+
 def write_terms(out: Path, terms: list[str]) -> None:
     """Write a sorted vocabulary as one UTF-8 blob and the offset of each term in it."""
     encoded = [t.encode() for t in terms]
@@ -167,29 +219,71 @@ class InvertedIndex:
         self.path = Path(path)
         # Plain ndarray views of the memory maps: slicing np.memmap objects is slow.
         self.indptr = np.asarray(load_array(self.path / "indptr.npy"))
-        self.docnos = np.asarray(load_array(self.path / "docnos.npy"))
-        self.tfs = np.asarray(load_array(self.path / "tfs.npy"))
+        self.packed = not (self.path / "docnos.npy").is_file()  # else the flat layout of older indexes
+        if not self.packed:
+            self.docnos = np.asarray(load_array(self.path / "docnos.npy"))
+            self.tfs = np.asarray(load_array(self.path / "tfs.npy"))
         self.doc_lengths = np.asarray(load_array(self.path / "doc_lengths.npy"))
         self._terms_utf8 = load_array(self.path / "terms_utf8.npy")
         self._terms_offsets = load_array(self.path / "terms_offsets.npy")
         self._check()
 
+    @cached_property
+    def blocks(self) -> Blocks:
+        """The postings packed in blocks (stored, or packed in memory from an older index's arrays)."""
+        if self.packed:
+            raise AssertionError("set when the index is opened")
+        return pack_postings(self.indptr, self.docnos, self.tfs, term_ranges(self.indptr, CHECK_POSTINGS))
+
+    @cached_property
+    def docnos(self) -> np.ndarray:
+        """Doc number of every posting (int32, ascending within a term), by term (of a packed index,
+        decoded into memory when first asked for: what the flat kernels search)."""
+        return unpack_postings(self.blocks, self.path, with_tfs=False)[0]
+
+    @cached_property
+    def tfs(self) -> np.ndarray:
+        """Term frequency of every posting (int32), aligned with docnos."""
+        return unpack_postings(self.blocks, self.path)[1]
+
+    def span(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """(docnos, tfs) of the postings of terms [lo, hi): slices of the flat arrays, or of a packed
+        index those terms' blocks decoded (no more in memory than they take)."""
+        a, b = int(self.indptr[lo]), int(self.indptr[hi])
+        if not self.packed or {"docnos", "tfs"} <= self.__dict__.keys():
+            return self.docnos[a:b], self.tfs[a:b]
+        return unpack_postings(self.blocks, self.path, lo, hi)
+
+    def release(self) -> None:
+        """Drop the resident pages of the memory-mapped postings (passes over all of them stay bounded)."""
+        if self.packed:
+            release_pages(self.blocks.words)
+        else:
+            release_pages(self.docnos, self.tfs)
+
+    @property
+    def posting_count(self) -> int:
+        return int(self.indptr[-1]) if len(self.indptr) else 0
+
     def _check(self) -> None:
         """Cheap consistency checks, so crafted arrays (even with recomputed checksums) are refused."""
-        arrays = {"indptr": self.indptr, "docnos": self.docnos, "tfs": self.tfs,
-                  "doc_lengths": self.doc_lengths, "terms_utf8": self._terms_utf8,
+        arrays = {"indptr": self.indptr, "doc_lengths": self.doc_lengths, "terms_utf8": self._terms_utf8,
                   "terms_offsets": self._terms_offsets}
+        if not self.packed:
+            arrays |= {"docnos": self.docnos, "tfs": self.tfs}
         for name, a in arrays.items():
             if a.ndim != 1 or a.dtype.kind not in "iu":
                 raise InputError(f"expected a 1-d integer array, found {a.dtype} of shape {a.shape};"
                                  " rebuild the index", self.path / f"{name}.npy")
+        flat = not self.packed
         problems = [
-            ("indptr", len(self.indptr) < 1 or self.indptr[0] != 0 or self.indptr[-1] != len(self.docnos)
+            ("indptr", len(self.indptr) < 1 or self.indptr[0] != 0
+             or (flat and self.indptr[-1] != len(self.docnos))
              or bool((np.diff(self.indptr) < 0).any()), "offsets from 0, rising, to the posting count"),
-            ("tfs", len(self.tfs) != len(self.docnos) or (len(self.tfs) and self.tfs.min() < 1),
+            ("tfs", flat and (len(self.tfs) != len(self.docnos) or (len(self.tfs) and self.tfs.min() < 1)),
              "one term frequency >= 1 per posting"),
-            ("docnos", len(self.docnos) and (self.docnos.min() < 0
-                                             or self.docnos.max() >= len(self.doc_lengths)),
+            ("docnos", flat and len(self.docnos) and (self.docnos.min() < 0
+                                                      or self.docnos.max() >= len(self.doc_lengths)),
              "document numbers below the document count"),
             ("doc_lengths", len(self.doc_lengths) and self.doc_lengths.min() < 0, "lengths >= 0"),
             ("terms_offsets", len(self._terms_offsets) != len(self.indptr)
@@ -200,7 +294,11 @@ class InvertedIndex:
             if bad:
                 raise InputError(f"inconsistent index array: expected {expected}; rebuild the index",
                                  self.path / f"{name}.npy")
-        self._check_postings()
+        if flat:
+            self._check_postings()
+            return
+        self.blocks = Blocks.load(self.path, self.indptr)
+        verify_postings(self.blocks, self.doc_lengths, self.path)
 
     def _check_postings(self, chunk: int = CHECK_POSTINGS) -> None:
         """Each posting list names a document once, in rising docno order, and each document's length
@@ -265,6 +363,15 @@ class InvertedIndex:
     @cached_property
     def cf(self) -> np.ndarray:
         """Collection frequency (total occurrences) per term."""
+        if self.packed and "tfs" not in self.__dict__:
+            out = np.zeros(self.num_terms, dtype=np.int64)
+            for lo, hi in term_ranges(self.indptr, CHECK_POSTINGS):
+                tfs = self.span(lo, hi)[1]
+                has = np.flatnonzero(self.df[lo:hi] > 0)
+                if len(has):
+                    starts = (self.indptr[lo:hi] - self.indptr[lo])[has]
+                    out[lo + has] = np.add.reduceat(tfs, starts, dtype=np.int64)
+            return out
         return np.add.reduceat(self.tfs, self.indptr[:-1], dtype=np.int64) * (self.df > 0)
 
     @cached_property
@@ -282,5 +389,4 @@ class InvertedIndex:
 
     def postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray]:
         """(docnos, tfs) of one term."""
-        start, end = self.indptr[term_id], self.indptr[term_id + 1]
-        return self.docnos[start:end], self.tfs[start:end]
+        return self.span(term_id, term_id + 1)

@@ -75,7 +75,7 @@ def write_global_statistics(root: Path, shard_dirs: list[Path]) -> dict[str, Any
             storage.save_array(tmp / "cf.npy", cf[ids])
         storage.add_part(shard_dir, PART, dict(scalars, unique_terms=len(terms)), target)
     return {"documents": scalars["num_docs"], "unique_terms": len(terms),
-            "total_terms": scalars["total_terms"], "postings": sum(len(s.tfs) for s in shards)}
+            "total_terms": scalars["total_terms"], "postings": sum(s.posting_count for s in shards)}
 
 
 def load_shard_statistics(index: Index) -> CollectionStats:

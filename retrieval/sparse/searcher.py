@@ -22,17 +22,21 @@ from functools import cached_property
 import numpy as np
 from tqdm import tqdm
 
-from retrieval.index.codebook import Impacts, from_values
-from retrieval.index.postings import InvertedIndex
-from retrieval.sparse import kernels, selective
+from retrieval.index.blocks import CodeBlocks, pack_codes
+from retrieval.index.codebook import Impacts, PackedImpacts, from_values
+from retrieval.index.postings import InvertedIndex, term_ranges
+from retrieval.sparse import block_kernels, kernels, selective
 
 WeightedQuery = list[tuple[int, float]]  # (term id, weight)
-METHODS = ("auto", "maxscore", "exhaustive")
-# "auto" is the exhaustive kernel: eval/bench_topk.py (results/topk.md; CACM to 1M synthetic documents,
-# k 10-10,000) and eval/bench_scale.py (results/scale*.md; up to 8.8M documents) found it faster than
-# MaxScore in every cell measured (1.3-4.2x; before large k selected through a buffer, MaxScore was 1%
-# faster in one cell, 100k documents at k=10,000). MaxScore stays selectable (method="maxscore"), exact
-# and tested.
+METHODS = ("auto", "maxscore", "exhaustive", "blocks", "blockmax")
+# "exhaustive" (and "auto") scores every posting with kernels.exhaustive_batch over flat arrays: a packed
+# index's docnos and impact codes are decoded into memory once (6 bytes a posting, as the flat layout's
+# memory maps held), because scoring straight from the blocks was 1.2-1.7x slower on the Wikipedia
+# passages (eval/bench_real.py times both). "blocks" scores from the packed memory maps
+# (block_kernels, nothing decoded ahead: compact in memory too); "blockmax" does so skipping windows
+# whose block maxima cannot reach the k-th score (with an allow mask, both search as "exhaustive").
+# MaxScore (document at a time over the flat arrays) stays selectable, exact and tested. Every method
+# gives the same top k, scores and tie order.
 
 
 def flat_queries(queries: list[WeightedQuery]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -70,7 +74,8 @@ class ImpactSearcher:
 
     def __init__(self, index: InvertedIndex, impacts: Impacts | np.ndarray, nonnegative: bool | None = None):
         self.index = index
-        self.impacts = impacts if isinstance(impacts, Impacts) else from_values(index.indptr, impacts)
+        self.impacts = (impacts if isinstance(impacts, (Impacts, PackedImpacts))
+                        else from_values(index.indptr, impacts))
         if nonnegative is not None:
             self.nonnegative = nonnegative
 
@@ -132,13 +137,25 @@ class ImpactSearcher:
         return self._kernel_many(queries, min(k, max(self.index.num_docs, 1)), threads, method, allow)
 
     def auto_method(self, k: int) -> str:
-        """What "auto" searches with for k hits (eval/bench_topk.py measures the choice)."""
+        """What "auto" searches with for k hits (eval/bench_topk.py and eval/bench_real.py measure it)."""
         return "exhaustive"
+
+    @cached_property
+    def code_blocks(self) -> CodeBlocks:
+        """The impact codes in blocks beside the postings' (stored, or packed now from flat codes)."""
+        if isinstance(self.impacts, PackedImpacts):
+            return self.impacts.packed
+        indptr = self.index.indptr
+        return pack_codes(indptr, self.impacts.codes, term_ranges(indptr, 1 << 24))
 
     def _kernel_many(self, queries: list[WeightedQuery], k: int, threads: int,
                      method: str, allow: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
         index = self.index
         impacts = self.impacts
+        if method in ("blocks", "blockmax") and allow is None:
+            return self._block_many(queries, k, threads, method)
+        if method in ("blocks", "blockmax"):
+            method = "exhaustive"  # the block kernels take no allow mask
         postings = [kernels.readonly(np.asarray(a))
                     for a in (index.indptr, index.docnos, impacts.codes, impacts.table, impacts.bases)]
         maxima = kernels.readonly(np.asarray(self.max_impacts)) if method == "maxscore" else None
@@ -154,6 +171,26 @@ class ImpactSearcher:
                                          selective.SEEK_COST, *out)
             else:
                 kernels.exhaustive_batch(*postings, *query, kernels.WINDOW, self.large_k, *out, allowed)
+        return self._batched(queries, k, threads, kernel)
+
+    def _block_many(self, queries: list[WeightedQuery], k: int, threads: int,
+                    method: str) -> list[tuple[np.ndarray, np.ndarray]]:
+        """search_many straight from the packed blocks (block_kernels), "blockmax" skipping windows."""
+        index, impacts = self.index, self.impacts
+        blocks, codes = index.blocks, self.code_blocks
+        postings = [kernels.readonly(np.asarray(a)) for a in (
+            index.indptr, blocks.term_blocks, blocks.words, blocks.offsets, blocks.widths, blocks.lasts,
+            codes.words, codes.offsets, codes.widths, codes.maxima, impacts.table, impacts.bases)]
+
+        def kernel(query: tuple, out: tuple) -> None:
+            prune = np.full(len(query[0]) - 1, method == "blockmax")
+            block_kernels.block_batch(*postings, *query, prune, kernels.WINDOW, self.large_k, *out)
+
+        return self._batched(queries, k, threads, kernel)
+
+    def _batched(self, queries: list[WeightedQuery], k: int, threads: int,
+                 kernel) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Run `kernel` over chunks of the batch (in `threads` threads), rows of results per query."""
         size = max(1, min(64, -(-len(queries) // max(1, threads))))
         chunks = [queries[i:i + size] for i in range(0, len(queries), size)]
         bar = tqdm(total=len(queries), desc="searching", unit=" queries", disable=None)

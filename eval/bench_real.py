@@ -1,0 +1,437 @@
+"""Benchmark: BM25 on real text (Wikipedia passages) against bm25s, tantivy and PISA, one thread.
+
+    python eval/bench_real.py --wiki /work/data/wiki [--passages 200000] [--scratch DIR] [--repeats 5]
+                              [--rebuild] [--engines ours bm25s tantivy pisa] [--out FILE]
+
+The corpus and its two query sets come from ../shared/tools/wiki_passages.py
+(its docstring says how to build them; 1,370,691 passages): --wiki is its
+output directory. --passages N takes the first N passages (the whole corpus
+when N is 0 or larger); the slice and every index go under --scratch
+(default WIKI/bench-N), never into the repository; builds are reused with
+their recorded time and memory unless --rebuild.
+
+Every build runs in a fresh child process on one thread, so its peak RSS
+(getrusage of the child) is its own:
+- ours: `build_index(workers=1)`, this project's Lucene-compatible analysis;
+- bm25s 0.3 (numba backend at search time): its own tokenizer, English
+  stopwords, no stemmer (PyStemmer is not installed), method "lucene";
+- tantivy (python package): a text field with its "en_stem" analyzer,
+  frequencies and no positions, writer on 1 thread, merged;
+- PISA through pyterrier-pisa: its porter2 stemmer, 1 thread; the build
+  includes the compressed BM25 index (block_simdbp) that its first search
+  would otherwise make.
+Postings bytes: ours, the packed blocks and impact codebook (inverted/ minus
+vocabulary and lengths); bm25s, its sparse score matrix; tantivy, its .idx
+(doc ids and frequencies) files; PISA, the compressed index and its block-max
+data. "On disk" is the whole index directory (ours: with the doc store).
+
+Search, end to end (query text in, per query doc ids or hits out), BM25 k1 0.9
+b 0.4 (tantivy: its fixed k1 1.2 b 0.75), one thread, top 10 and top 1000 on
+both query sets, every engine timed round-robin in one process
+(benchlib.round_robin: a warm-up pass each, then --repeats rounds); the table
+gives the median queries/s with the range, and the ratio of ours to the
+fastest peer taken within each round. tantivy's timed search returns its hits
+(score and address); mapping them to doc ids (a stored-field read per hit)
+is left out of its timing. PISA is timed with several query algorithms and
+the best is shown. Top-10 overlap with ours (analyzers differ, so overlap, not
+identity) is the mean share of ours' top 10 each engine also returns.
+Writes eval/results/real.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "real.md"
+KS = (10, 1000)
+QUERY_SETS = ("squad", "titles")
+ENGINES = ("ours", "bm25s", "tantivy", "pisa")
+PISA_ALGORITHMS = ("maxscore", "block_max_maxscore", "block_max_wand")
+
+
+def peak_rss_gb() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, children) / 2**20
+
+
+def dir_bytes(path: Path, pattern: str = "*") -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob(pattern) if f.is_file())
+
+
+def read_queries(corpus: Path, name: str) -> dict[str, str]:
+    with open(corpus / f"queries-{name}.jsonl", encoding="utf-8") as f:
+        return {q["_id"]: q["text"] for q in map(json.loads, f)}
+
+
+def passages(corpus: Path):
+    with open(corpus / "corpus.jsonl", encoding="utf-8") as f:
+        yield from map(json.loads, f)
+
+
+# ---- builds (child processes) -------------------------------------------------------------------
+
+
+def build_ours(corpus: Path, out: Path) -> dict:
+    from retrieval.collections import load_documents
+    from retrieval.index.native import build_index
+
+    start = time.perf_counter()
+    build_index(load_documents(corpus / "corpus.jsonl"), out, progress=False, workers=1, force=True)
+    seconds = time.perf_counter() - start
+    inverted = out / "inverted"
+    side = sum(
+        (inverted / n).stat().st_size for n in ("terms_utf8.npy", "terms_offsets.npy", "doc_lengths.npy")
+    )
+    return {
+        "seconds": seconds,
+        "rss": peak_rss_gb(),
+        "postings": dir_bytes(inverted) - side,
+        "bytes": dir_bytes(out),
+    }
+
+
+def build_bm25s(corpus: Path, out: Path) -> dict:
+    import bm25s
+
+    start = time.perf_counter()
+    texts = [(d["title"] + " " + d["text"]).strip() for d in passages(corpus)]
+    tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
+    del texts
+    model = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
+    model.index(tokens, show_progress=False)
+    model.save(str(out))
+    seconds = time.perf_counter() - start
+    return {
+        "seconds": seconds,
+        "rss": peak_rss_gb(),
+        "postings": dir_bytes(out, "*.npy"),
+        "bytes": dir_bytes(out),
+    }
+
+
+def build_tantivy(corpus: Path, out: Path) -> dict:
+    import shutil
+
+    import tantivy
+
+    shutil.rmtree(out, ignore_errors=True)  # a new index, not documents added to an earlier one
+    out.mkdir(parents=True)
+    start = time.perf_counter()
+    schema = tantivy.SchemaBuilder()
+    schema.add_text_field("id", stored=True, tokenizer_name="raw")
+    schema.add_text_field("body", stored=False, tokenizer_name="en_stem", index_option="freq")
+    index = tantivy.Index(schema.build(), path=str(out))
+    writer = index.writer(heap_size=500_000_000, num_threads=1)
+    for d in passages(corpus):
+        writer.add_document(tantivy.Document(id=d["_id"], body=(d["title"] + " " + d["text"]).strip()))
+    writer.commit()
+    writer.wait_merging_threads()
+    seconds = time.perf_counter() - start
+    return {
+        "seconds": seconds,
+        "rss": peak_rss_gb(),
+        "postings": dir_bytes(out, "*.idx"),
+        "bytes": dir_bytes(out),
+    }
+
+
+def build_pisa(corpus: Path, out: Path) -> dict:
+    import pandas as pd
+    from pyterrier_pisa import PisaIndex
+
+    start = time.perf_counter()
+    index = PisaIndex(str(out), stemmer="porter2", threads=1, overwrite=True)
+    index.index({"docno": d["_id"], "text": (d["title"] + " " + d["text"]).strip()} for d in passages(corpus))
+    index.bm25(k1=0.9, b=0.4, num_results=10, threads=1)(pd.DataFrame([{"qid": "0", "query": "warm"}]))
+    seconds = time.perf_counter() - start
+    compressed = [f for f in out.iterdir() if f.name.startswith("bm25.")]
+    return {
+        "seconds": seconds,
+        "rss": peak_rss_gb(),
+        "postings": sum(f.stat().st_size for f in compressed),
+        "bytes": dir_bytes(out),
+    }
+
+
+BUILDS = {"ours": build_ours, "bm25s": build_bm25s, "tantivy": build_tantivy, "pisa": build_pisa}
+
+
+# ---- search (one child process, round-robin) ----------------------------------------------------
+
+
+def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
+    """name -> (function(texts, k) -> per query list of doc ids (or hits), function for doc ids)."""
+    out = {}
+    if "ours" in engines:
+        from retrieval.index.native import Index
+        from retrieval.sparse.rankers import BM25
+
+        ours_index = Index.open(scratch / "ours", verify=False)
+        rankers = {k: BM25(ours_index, k1=0.9, b=0.4, hits=k, threads=1) for k in KS}
+
+        def ours(texts: dict[str, str], k: int, method: str = "auto") -> list:
+            ranker = rankers[k]
+            weighted = [ranker.weighted(ranker.analyse(t)) for t in texts.values()]
+            results = ranker.searcher.search_many(weighted, k, 1, method=method)
+            return [(ours_index.doc_id_objects[d], s) for d, s in results]
+
+        ids = lambda results: [list(d) for d, _ in results]  # noqa: E731
+        out["ours"] = (ours, ids)
+        out["ours, packed blocks (block-max)"] = (lambda t, k: ours(t, k, "blockmax"), ids)
+    if "bm25s" in engines:
+        sys.path.insert(0, str(HERE))
+        from bench_scale import bm25s_searcher, load_bm25s
+
+        search = bm25s_searcher(load_bm25s(scratch / "bm25s", "numba"))
+        corpus_ids = [d["_id"] for d in passages(corpus)]  # bm25s numbers documents in corpus order
+
+        def bm25s_ids(results: list) -> list:
+            return [[corpus_ids[int(d[1:])] for d in docs] for docs, _ in results]
+
+        out["bm25s numba"] = (lambda t, k: search(list(t.values()), k, 1), bm25s_ids)
+    if "tantivy" in engines:
+        import tantivy
+
+        tantivy_index = tantivy.Index.open(str(scratch / "tantivy"))
+        searcher = tantivy_index.searcher()
+        cleaned_cache: dict[str, object] = {}
+
+        def query_of(text: str):
+            if text not in cleaned_cache:
+                words = re.sub(r"[^\w\s]", " ", text).lower().split()
+                cleaned_cache[text] = tantivy_index.parse_query(" ".join(words), ["body"]) if words else None
+            return cleaned_cache[text]
+
+        def tantivy_search(texts: dict[str, str], k: int) -> list:
+            return [
+                searcher.search(q, k).hits if (q := query_of(t)) is not None else [] for t in texts.values()
+            ]
+
+        def tantivy_ids(results: list) -> list:
+            return [[searcher.doc(addr)["id"][0] for _, addr in hits] for hits in results]
+
+        out["tantivy"] = (tantivy_search, tantivy_ids)
+    if "pisa" in engines:
+        import pandas as pd
+        from pyterrier_pisa import PisaIndex
+
+        pisa_index = PisaIndex(str(scratch / "pisa"), stemmer="porter2", threads=1)
+        for algorithm in PISA_ALGORITHMS:
+            retrievers = {
+                k: pisa_index.bm25(k1=0.9, b=0.4, num_results=k, threads=1, query_algorithm=algorithm)
+                for k in KS
+            }
+
+            def pisa(texts: dict[str, str], k: int, retrievers=retrievers) -> list:
+                frame = pd.DataFrame({"qid": list(texts), "query": list(texts.values())})
+                result = retrievers[k](frame)
+                grouped = result.groupby("qid", sort=False)["docno"].apply(list).to_dict()
+                return [grouped.get(q, []) for q in texts]
+
+            out[f"PISA {algorithm}"] = (pisa, lambda r: r)
+    return out
+
+
+def child_search(scratch: Path, corpus: Path, engines: str, repeats: int) -> dict:
+    from benchlib import round_robin
+
+    found = searchers(scratch, corpus, engines.split(","))
+    result: dict = {}
+    for name in QUERY_SETS:
+        texts = read_queries(corpus, name)
+        for k in KS:
+            fns = {engine: (lambda f=f, texts=texts, k=k: f(texts, k)) for engine, (f, _) in found.items()}
+            result[f"{name}/{k}"] = round_robin(fns, repeats)
+        ours = found["ours"][1](found["ours"][0](texts, 10))
+        overlap = {}
+        for engine, (f, ids) in found.items():
+            theirs = ids(f(texts, 10))
+            shares = [len(set(a[:10]) & set(b[:10])) / len(a[:10]) for a, b in zip(ours, theirs) if len(a)]
+            overlap[engine] = statistics.mean(shares)
+        result[f"{name}/overlap"] = overlap
+        result[f"{name}/queries"] = len(texts)
+    return result
+
+
+def in_child(kind: str, *args: str) -> dict:
+    env = os.environ | {"TQDM_DISABLE": "1", "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", kind, *args], env=env, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["killed"])[-1][:300]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ---- the table ----------------------------------------------------------------------------------
+
+
+def fmt_rate(times: list[float], n: int) -> str:
+    rates = sorted(n / t for t in times)
+    return f"{statistics.median(rates):,.0f} ({rates[0]:,.0f}–{rates[-1]:,.0f})"
+
+
+def table(builds: dict, search: dict, passages_count: int) -> str:
+    cells = [f"{name}/{k}" for name in QUERY_SETS for k in KS]
+    engines = list(search[cells[0]])
+    head = "| engine | " + " | ".join(f"{c.split('/')[0]}, top-{c.split('/')[1]}, q/s" for c in cells)
+    lines = [head + " | top-10 overlap with ours (squad / titles) |", "|---|" + "---:|" * (len(cells) + 1)]
+    for engine in engines:
+        rates = [fmt_rate(search[c][engine], search[f"{c.split('/')[0]}/queries"]) for c in cells]
+        overlap = " / ".join(f"{search[f'{q}/overlap'][engine]:.2f}" for q in QUERY_SETS)
+        lines.append(f"| {engine} | " + " | ".join(rates) + f" | {overlap} |")
+    peers = [e for e in engines if not e.startswith("ours")]
+    ratio_cells = []
+    for c in cells:
+        rounds = len(search[c]["ours"])
+        ratios = (
+            [min(search[c][p][r] for p in peers) / search[c]["ours"][r] for r in range(rounds)]
+            if peers
+            else []
+        )
+        ratio_cells.append(
+            f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})" if ratios else ""
+        )
+    lines.append("| ours / fastest peer, within each round | " + " | ".join(ratio_cells) + " | |")
+    lines += [
+        "",
+        "| engine | build wall s (1 thread) | build peak RSS GB | postings MB | on disk MB |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for engine, b in builds.items():
+        if "error" in b:
+            lines.append(f"| {engine} | did not build: {b['error']} | | | |")
+            continue
+        lines.append(
+            f"| {engine} | {b['seconds']:,.1f} | {b['rss']:.2f} | {b['postings'] / 1e6:,.1f} | "
+            f"{b['bytes'] / 1e6:,.1f} |"
+        )
+    return (
+        f"{passages_count:,} passages (the first of the corpus), {search['squad/queries']:,} SQuAD questions"
+        f" and {search['titles/queries']:,} titles.\n\n" + "\n".join(lines)
+    )
+
+
+def targets(builds: dict, search: dict) -> str:
+    """The issue's targets, met or not, from the figures above."""
+    ours = builds.get("ours", {})
+    out = []
+    if "seconds" in builds.get("tantivy", {}) and "seconds" in ours:
+        t = builds["tantivy"]["seconds"]
+        out.append(
+            f"- build wall ≤ tantivy's: {'met' if ours['seconds'] <= t else 'not met'} "
+            f"({ours['seconds']:,.1f} s against {t:,.1f} s)"
+        )
+    if "postings" in builds.get("pisa", {}) and "postings" in ours:
+        p = builds["pisa"]["postings"]
+        out.append(
+            f"- postings ≤ 1.5× PISA's: {'met' if ours['postings'] <= 1.5 * p else 'not met'} "
+            f"({ours['postings'] / p:.2f}×)"
+        )
+    if "rss" in ours:
+        out.append(
+            f"- build peak RSS ≤ 2 GB: {'met' if ours['rss'] <= 2 else 'not met'} ({ours['rss']:.2f} GB)"
+        )
+    cells = [f"{name}/{k}" for name in QUERY_SETS for k in KS]
+    peers = [e for e in search[cells[0]] if not e.startswith("ours")]
+    if peers:
+        speedups = []
+        for c in cells:
+            rounds = len(search[c]["ours"])
+            speedups.append(
+                statistics.median(
+                    min(search[c][p][r] for p in peers) / search[c]["ours"][r] for r in range(rounds)
+                )
+            )
+        met = all(s >= 2 for s in speedups)
+        out.append(
+            f"- q/s ≥ 2× the fastest peer in every cell: {'met' if met else 'not met'} "
+            f"({', '.join(f'{s:.2f}×' for s in speedups)})"
+        )
+    return "\n".join(out)
+
+
+def slice_corpus(wiki: Path, scratch: Path, count: int) -> tuple[Path, int]:
+    """The corpus of the first `count` passages (all when 0), with both query sets."""
+    with open(wiki / "corpus.jsonl", "rb") as f:
+        total = sum(1 for _ in f)
+    if count <= 0 or count >= total:
+        return wiki, total
+    corpus = scratch / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    if not (corpus / "corpus.jsonl").is_file():
+        with open(wiki / "corpus.jsonl", "rb") as src, open(corpus / "corpus.jsonl.tmp", "wb") as dst:
+            for i, line in enumerate(src):
+                if i == count:
+                    break
+                dst.write(line)
+        (corpus / "corpus.jsonl.tmp").rename(corpus / "corpus.jsonl")
+    for name in QUERY_SETS:
+        (corpus / f"queries-{name}.jsonl").write_bytes((wiki / f"queries-{name}.jsonl").read_bytes())
+    return corpus, count
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--wiki", type=Path, help="the output directory of wiki_passages.py")
+    ap.add_argument("--passages", type=int, default=200_000, help="first N passages (0: all)")
+    ap.add_argument("--scratch", type=Path, help="where the slice and indexes go (default WIKI/bench-N)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
+    ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument(
+        "--out", type=Path, default=RESULTS, help="the results file (default eval/results/real.md)"
+    )
+    ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        kind, *args = a.child
+        if kind == "search":
+            print(json.dumps(child_search(Path(args[0]), Path(args[1]), args[2], int(args[3]))))
+        else:
+            print(json.dumps(BUILDS[kind](Path(args[0]), Path(args[1]))))
+        return
+    if a.wiki is None or not (a.wiki / "corpus.jsonl").is_file():
+        raise SystemExit("--wiki: the output directory of ../shared/tools/wiki_passages.py (corpus.jsonl)")
+    if "ours" not in a.engines:
+        raise SystemExit("--engines must include ours")
+    scratch = a.scratch or a.wiki / f"bench-{a.passages or 'all'}"
+    corpus, count = slice_corpus(a.wiki, scratch, a.passages)
+    builds = {}
+    for engine in a.engines:
+        record = scratch / f"{engine}.build.json"
+        if a.rebuild or not record.is_file():
+            result = in_child(engine, str(corpus), str(scratch / engine))
+            record.write_text(json.dumps(result))
+            print(engine, result, file=sys.stderr, flush=True)
+        builds[engine] = json.loads(record.read_text())
+    usable = [e for e in a.engines if "error" not in builds[e]]
+    search = in_child("search", str(scratch), str(corpus), ",".join(usable), str(a.repeats))
+    if "error" in search:
+        raise SystemExit(f"search failed: {search['error']}")
+    (scratch / "search.json").write_text(json.dumps(search))
+    from benchlib import publish
+
+    text = (
+        f"# BM25 on real text: Wikipedia passages\n{table(builds, search, count)}\n\n"
+        f"Targets of issue 55 on this run:\n\n{targets(builds, search)}\n"
+    )
+    publish(a.out, text)
+
+
+if __name__ == "__main__":
+    main()
