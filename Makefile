@@ -23,7 +23,7 @@ test: install lint docs
 		|| echo "warning: chromium not installed; the report screenshot test will fail"
 	# two workers, one test file each at a time (its module fixtures built once); the collections' indexes
 	# are built once for both (tests/conftest.py shared_dir)
-	$(PYTHON) -m pytest -q -n 2 --dist loadfile
+	$(PYTHON) -m pytest -q -n 2 --dist loadfile --durations=20
 	# Most CPUs lack bf16 and AVX-512: where this one has either, the model tests run again as on an
 	# AVX2 CPU (the package's choices and torch's kernels both capped).
 	if RETRIEVAL_EMULATE_CPU= RETRIEVAL_NO_BF16= $(PYTHON) -c "import sys; from retrieval.runtime.precision import \
