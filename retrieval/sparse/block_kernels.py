@@ -363,7 +363,7 @@ def block_top_k(
                 cwidths,
             )
             if top >= threshold:
-                _scan_window(window_scores, span, start, heap_scores, heap_docs, k)
+                _scan_window(window_scores, span, start, heap_scores, heap_docs, k, None)  # no filter here
                 threshold = heap_scores[0]
             else:
                 window_scores[:span] = 0.0
@@ -500,7 +500,7 @@ def block_top_k_kept(
             )
             if top > threshold:
                 count = _keep_above(
-                    window_scores, span, start, threshold, threshold_bits, kept_scores, kept_docs, count
+                    window_scores, span, start, threshold, threshold_bits, kept_scores, kept_docs, count, None
                 )
             window_scores[:span] = 0.0
         else:
