@@ -505,22 +505,35 @@ def exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms, weights, k
 
 
 @njit(nogil=True, cache=True)
+def exhaustive_scratch(k, window, large_k):
+    """The buffers exhaustive_query reuses across a batch's queries: the window's scores, seen marks
+    and slots, and (from large_k on) the kept hits' scores and docnos."""
+    kept_scores = np.empty(2 * k + window if k >= large_k else 0)
+    return (np.zeros(window), np.zeros(window, np.int64), np.empty(window + 1, np.int64), kept_scores,
+            np.empty(len(kept_scores), np.int64))
+
+
+@njit(nogil=True, cache=True)
+def exhaustive_query(indptr, docnos, codes, table, bases, terms, weights, k, large_k, window_scores,
+                     window_seen, window_slots, kept_scores, kept_docs, out_docs, out_scores, allow):
+    """One query's top k, its count returned: exhaustive_top_k below large_k, exhaustive_top_k_kept
+    from it on (the same results)."""
+    if k >= large_k:
+        return exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms, weights, k, window_scores,
+                                     window_seen, window_slots, kept_scores, kept_docs, out_docs, out_scores,
+                                     allow)
+    return exhaustive_top_k(indptr, docnos, codes, table, bases, terms, weights, k, window_scores,
+                            window_seen, window_slots, out_docs, out_scores, allow)
+
+
+@njit(nogil=True, cache=True)
 def exhaustive_batch(indptr, docnos, codes, table, bases, query_ptr, terms, weights, k, window, large_k,
                      out_docs, out_scores, out_counts, allow=None):
     """Top k of query q ([query_ptr[q], query_ptr[q + 1]) of terms/weights) into row q: exhaustive_top_k
     below large_k (the searcher passes LARGE_K), exhaustive_top_k_kept from it on (the same results)."""
-    window_scores = np.zeros(window)
-    window_seen = np.zeros(window, np.int64)
-    window_slots = np.empty(window + 1, np.int64)
-    kept_scores = np.empty(2 * k + window if k >= large_k else 0)
-    kept_docs = np.empty(len(kept_scores), np.int64)
+    window_scores, window_seen, window_slots, kept_scores, kept_docs = exhaustive_scratch(k, window, large_k)
     for q in range(len(query_ptr) - 1):
         a, b = query_ptr[q], query_ptr[q + 1]
-        if k >= large_k:
-            out_counts[q] = exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms[a:b],
-                                                  weights[a:b], k, window_scores, window_seen, window_slots,
-                                                  kept_scores, kept_docs, out_docs[q], out_scores[q], allow)
-        else:
-            out_counts[q] = exhaustive_top_k(indptr, docnos, codes, table, bases, terms[a:b], weights[a:b], k,
-                                             window_scores, window_seen, window_slots, out_docs[q],
-                                             out_scores[q], allow)
+        out_counts[q] = exhaustive_query(indptr, docnos, codes, table, bases, terms[a:b], weights[a:b], k,
+                                         large_k, window_scores, window_seen, window_slots, kept_scores,
+                                         kept_docs, out_docs[q], out_scores[q], allow)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from retrieval.sparse.kernels import _cursors, _drain, _offer, _seek, exhaustive_top_k, exhaustive_top_k_kept
+from retrieval.sparse.kernels import _cursors, _drain, _offer, _seek, exhaustive_query, exhaustive_scratch
 
 SEEK_COST = 8.0  # a galloping seek costs about this many sequential postings (tests set 0 and inf)
 
@@ -48,11 +48,7 @@ def passing_top_k(indptr, docnos, codes, table, bases, terms, weights, k, passin
 def filtered_batch(indptr, docnos, codes, table, bases, query_ptr, terms, weights, k, window, large_k,
                    allow, passing, seek_cost, out_docs, out_scores, out_counts):
     """Top k of query q into row q, over the documents `allow` lets in (`passing`: their docnos)."""
-    window_scores = np.zeros(window)
-    window_seen = np.zeros(window, np.int64)
-    window_slots = np.empty(window + 1, np.int64)
-    kept_scores = np.empty(2 * k + window if k >= large_k else 0)
-    kept_docs = np.empty(len(kept_scores), np.int64)
+    window_scores, window_seen, window_slots, kept_scores, kept_docs = exhaustive_scratch(k, window, large_k)
     for q in range(len(query_ptr) - 1):
         a, b = query_ptr[q], query_ptr[q + 1]
         postings = 0
@@ -61,11 +57,7 @@ def filtered_batch(indptr, docnos, codes, table, bases, query_ptr, terms, weight
         if len(passing) * (b - a) * seek_cost < postings:
             out_counts[q] = passing_top_k(indptr, docnos, codes, table, bases, terms[a:b], weights[a:b], k,
                                           passing, out_docs[q], out_scores[q])
-        elif k >= large_k:
-            out_counts[q] = exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms[a:b],
-                                                  weights[a:b], k, window_scores, window_seen, window_slots,
-                                                  kept_scores, kept_docs, out_docs[q], out_scores[q], allow)
         else:
-            out_counts[q] = exhaustive_top_k(indptr, docnos, codes, table, bases, terms[a:b], weights[a:b], k,
-                                             window_scores, window_seen, window_slots, out_docs[q],
-                                             out_scores[q], allow)
+            out_counts[q] = exhaustive_query(indptr, docnos, codes, table, bases, terms[a:b], weights[a:b], k,
+                                             large_k, window_scores, window_seen, window_slots, kept_scores,
+                                             kept_docs, out_docs[q], out_scores[q], allow)
