@@ -1,7 +1,14 @@
-"""Benchmark: do the neural stages pay their way? First stages against late-interaction cascades.
+"""Benchmark: do the neural stages pay their way? First stages against late-interaction cascades,
+each collection with the late model trained without it (leave one collection out).
 
-    python eval/bench_neural.py [--workdir /tmp/bench_neural] [--cache-dir DIR] [--threads 1]
-        [--validation-only]
+    python eval/bench_neural.py --models DIR [--workdir /tmp/bench_neural] [--cache-dir DIR]
+        [--threads 1] [--validation-only]
+
+DIR holds the checkpoints `python eval/train_late_loo.py --output-dir DIR` writes:
+DIR/X/late.safetensors for X in cacm, cranfield, vaswani, scifact (trained on
+every bundled judgement but X's, SQuAD 2.0 dev questions included) and
+DIR/all/late.safetensors (every judgement but SciFact test: the shipped
+candidate).
 
 For each of CACM, Cranfield, Vaswani and SciFact (test): bm25, hybrid (BM25 +
 dense, the registry's defaults), bm25>>late and hybrid>>late (the late
@@ -10,29 +17,32 @@ reranked ones: the stage's defaults' form), and zero-shot MaxSim (BM25's top
 100, MaxSim alone); nDCG@10 and MAP, each late pipeline with a paired t-test
 against its own first stage, and the same over the pooled queries of the four.
 
-The late reranker's fused weight and depth are chosen by leave-one-collection-out
-validation, before any test figure is computed: for collection X, the grid
-point with the best mean of (nDCG@10 + MAP) / 2 over the other judged
-collections among CACM, Cranfield, Vaswani and SciFact *train* (for SciFact,
-the first three: none of SciFact's topics or judgements), and over both first
-stages (bm25, hybrid). Of SciFact train, only the 121 queries the checkpoint's
-training held out (it was trained on the others, so they would validate
-nothing; the held-out ones chose its epoch, not its weights). The shipped default (retrieval.pipeline.params
-LATE_WEIGHT and RERANK_DEPTH) is the choice over all four. Ties go to the
-larger weight (more of the first stage), then the smaller depth (cheaper).
-`--validation-only` stops after writing those choices.
+Validation, before any test figure is computed: the late model for X chose
+its epoch on the held-out share of each training collection's topics
+(train.heldout_queries, the checkpoint's seed and holdout); the same
+held-out topics of the collections other than X (for SciFact: of SciFact
+*train*) choose X's fusion, with X's model: min-max interpolation at weight
+0 to 0.9 or reciprocal-rank fusion (k = 60), and the depth, by the best mean
+over those topic sets and both first stages of (nDCG@10 + MAP) / 2. Ties go
+to interpolation, the larger weight (more of the first stage), then the
+smaller depth. The shipped default (retrieval.pipeline.params LATE_FUSION,
+LATE_WEIGHT, RERANK_DEPTH) is the choice with the `all` model over the four
+held-out sets. The choices are written to WORKDIR/choices.json (and printed)
+before the test topics are read; `--validation-only` stops there.
 
-MaxSim comes from cached frozen encoder states of each whole corpus
-(`retrieval.late.cache`, the checkpoint's projection applied as the reranker
-does: retrieval.late.train.rerank_cached) and is fused by the stage's own
-function (retrieval.late.reranker.reranked). The late model is the shipped
-checkpoint (trained on SciFact train judgements only, so on CACM, Cranfield and
-Vaswani it has seen none of their topics). Writes eval/results/neural.md.
+MaxSim comes from frozen encoder states of each corpus (the index's zero-shot
+late store, else the scratch cache: retrieval.late.sources.corpus_states),
+the checkpoint's projection applied as the reranker does
+(retrieval.late.train.rerank_cached), fused by the stage's own function
+(retrieval.late.reranker.reranked). Indexes (with their dense part) are
+WORKDIR/X, built with `retrieval index --dense` when missing. Writes
+eval/results/neural.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from pathlib import Path
@@ -42,7 +52,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 from benchlib import machine_line, publish  # noqa: E402
 
-from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
+from retrieval.collections import load_qrels, load_topics  # noqa: E402
 from retrieval.evaluation.measures import per_query  # noqa: E402
 from retrieval.evaluation.significance import p_values  # noqa: E402
 from retrieval.index.native import Index  # noqa: E402
@@ -53,85 +63,80 @@ from retrieval.types import Qrels, Queries, Run  # noqa: E402
 RESULTS = Path(__file__).parent / "results" / "neural.md"
 COLLECTIONS = ("cacm", "cranfield", "vaswani", "scifact")
 VALIDATION = {"cacm": "cacm", "cranfield": "cranfield", "vaswani": "vaswani", "scifact": "scifact:train"}
+TEST = {"cacm": "cacm", "cranfield": "cranfield", "vaswani": "vaswani", "scifact": "scifact"}
+SHIPPED = "all"
 WEIGHTS = [round(0.1 * i, 1) for i in range(10)]  # 0 (MaxSim alone) .. 0.9 on the first stage
+FUSIONS = [("interpolate", w) for w in WEIGHTS] + [("rrf", 0.0)]
 DEPTHS = [10, 20, 30, 50, 100]
 MAX_DEPTH = max(DEPTHS)
 FIRST = ("bm25", "hybrid")
-TRAINED_ON = "scifact:train"  # the shipped checkpoint's training topics: validation uses its held-out ones
 MEASURES = ["nDCG@10", "MAP"]
 ALPHA = 0.05
 
 
-def index_for(name: str, workdir: Path) -> Index:
-    """The collection's index with its dense part (built once with `retrieval index --dense`)."""
+def index_for(name: str, workdir: Path, dense: bool = True) -> Index:
+    """The collection's index with its dense part (built once with `retrieval index --dense`); with
+    `dense` False, whatever index WORKDIR/X holds, built without a dense part if missing (then the
+    hybrid rows of X are not measured)."""
     from retrieval.cli import main as cli
 
     path = workdir / name
-    if not (path / "dense").is_dir():
-        assert cli(["index", "--collection", name, "--index", str(path), "--dense", "--force"]) == 0
+    if not (path / "manifest.json").is_file() or (dense and not (path / "dense").is_dir()):
+        extra = ["--dense"] if dense else []
+        assert cli(["index", "--collection", name, "--index", str(path), *extra, "--force"]) == 0
     return Index.open(path)
 
 
+def checkpoint_split(path: Path) -> tuple[dict, dict]:
+    """A LOO checkpoint's training record: (its config, its held-out query counts per source)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="numpy") as f:
+        info = json.loads(f.metadata()["info"])
+    return info["config"], info["heldout_queries"]
+
+
 class TopicSet:
-    """One topic set of a collection: its first-stage runs and the MaxSim of their top hits."""
+    """One topic set of a collection: first-stage runs and the MaxSim of their top hits under each model."""
 
-    def __init__(self, collection: str, topics: str, index: Index, cache_dir: Path | None, threads: int):
-        from retrieval.late import DEFAULT_CHECKPOINT
-        from retrieval.late.cache import cached_states
-        from retrieval.late.encoder import TokenEncoder
-        from retrieval.late.model import load_checkpoint
-        from retrieval.late.train import rerank_cached
-
+    def __init__(self, collection: str, topics: str, index: Index, threads: int, states: tuple,
+                 held: set[str] | None = None):
         self.name, self.queries, self.qrels = topics, load_topics(topics), load_qrels(topics)
-        docs = list(load_documents(collection))
-        if topics == TRAINED_ON:  # only the checkpoint's held-out training queries: it learnt the others
-            held = self.held_out(docs)
+        if held is not None:
             self.name = f"{topics} held out ({len(held)})"
             self.queries = Queries({q: t for q, t in self.queries.items() if q in held})
-            self.qrels = Qrels({q: r for q, r in self.qrels.items() if q in held})
+        self.qrels = Qrels({q: r for q, r in self.qrels.items() if q in self.queries})
         self.runs: dict[str, Run] = {}
-        for first in FIRST:
+        self.firsts = tuple(f for f in FIRST if f != "hybrid" or index.has("dense"))
+        for first in self.firsts:
             run = build(first, index, threads=threads)(self.queries)
             self.runs[first] = run.without_query_ids() if collection == "scifact" else run
-        enc = TokenEncoder(None, threads=threads, progress=False)
-        ds = cached_states(enc, [d.contents for d in docs], False, cache_dir)
-        qs = cached_states(enc, list(self.queries.values()), True, cache_dir)
-        dindex, qindex = {d.id: i for i, d in enumerate(docs)}, {q: i for i, q in enumerate(self.queries)}
-        proj, _ = load_checkpoint(DEFAULT_CHECKPOINT)
-        self.maxsim = {}  # (first stage, model) -> {query: MaxSim of its top MAX_DEPTH, in rank order}
-        for first, model, w in [*((f, "trained", proj) for f in FIRST), ("bm25", "zero-shot", None)]:
-            scored = rerank_cached(w, qs, qindex, ds, dindex, self.runs[first], MAX_DEPTH)
+        self.encoder, self.cache_dir, (self.ds, self.dindex) = states
+        self.maxsim: dict[tuple[str, str], dict[str, list[float]]] = {}  # (first stage, model) -> scores
+        self._per_query: dict[tuple, dict] = {}
+
+    def score(self, model: str, projection: np.ndarray | None, firsts: tuple[str, ...] = FIRST) -> None:
+        firsts = tuple(f for f in firsts if f in self.firsts)
+        """MaxSim of each first stage's top MAX_DEPTH under `projection` (None: zero-shot), as `model`."""
+        from retrieval.late.cache import cached_states
+        from retrieval.late.train import rerank_cached
+
+        qs = cached_states(self.encoder, list(self.queries.values()), True, self.cache_dir)
+        qindex = {q: i for i, q in enumerate(self.queries)}
+        for first in firsts:
+            scored = rerank_cached(projection, qs, qindex, self.ds, self.dindex, self.runs[first], MAX_DEPTH)
             by_doc = {q: dict(hits) for q, hits in scored.items()}
             self.maxsim[first, model] = {q: [by_doc[q][d] for d, _ in hits[:MAX_DEPTH]]
                                          for q, hits in self.runs[first].items()}
-        self._per_query: dict[tuple, dict] = {}
 
-    @staticmethod
-    def held_out(docs: list) -> set[str]:
-        """The checkpoint's held-out training queries (the training's own split; its record's count)."""
-        import json
-
-        from safetensors import safe_open
-
-        from retrieval.late import DEFAULT_CHECKPOINT
-        from retrieval.late.config import TrainConfig
-        from retrieval.late.train import training_split
-
-        with safe_open(str(DEFAULT_CHECKPOINT), framework="numpy") as f:
-            info = json.loads(f.metadata()["info"])
-        cfg = TrainConfig(**{k: v for k, v in info["config"].items() if k in ("seed", "holdout")})
-        _, held = training_split(load_topics(TRAINED_ON), load_qrels(TRAINED_ON), {d.id for d in docs}, cfg)
-        assert len(held) == info["heldout_queries"], (len(held), info["heldout_queries"])
-        return held
-
-    def late(self, first: str, weight: float, depth: int, model: str = "trained") -> Run:
+    def late(self, first: str, model: str, fusion: str, weight: float, depth: int) -> Run:
         """The first stage's run reranked as the stage does: top `depth` fused, the rest after."""
         scores = self.maxsim[first, model]
-        return Run({q: reranked(hits, scores[q][:depth], weight) for q, hits in self.runs[first].items()},
-                   presorted=False)
+        return Run({q: reranked(hits, scores[q][:depth], weight, fusion)
+                    for q, hits in self.runs[first].items()}, presorted=False)
 
     def measured(self, system: tuple) -> dict[str, dict[str, float]]:
-        """Per-query nDCG@10 and MAP of a system: ("bm25",) / ("hybrid",) or (first, w, depth[, model])."""
+        """Per-query nDCG@10 and MAP: ("bm25",) / ("hybrid",) or (first, model, fusion, weight, depth)."""
         if system not in self._per_query:
             run = self.runs[system[0]] if len(system) == 1 else self.late(*system)
             self._per_query[system] = per_query(run, self.qrels, MEASURES)
@@ -142,55 +147,77 @@ class TopicSet:
         return float(np.mean([v[measure] for v in values.values()]))
 
 
-def objective(sets: list[TopicSet], weight: float, depth: int, firsts: tuple[str, ...] = FIRST) -> float:
+def objective(sets: list[TopicSet], model: str, fusion: str, weight: float, depth: int,
+              firsts: tuple[str, ...] = FIRST) -> float:
     """Mean over topic sets and first stages of (nDCG@10 + MAP) / 2 of the fused cascade."""
-    return float(np.mean([(s.mean((f, weight, depth), "nDCG@10") + s.mean((f, weight, depth), "MAP")) / 2
-                          for s in sets for f in firsts]))
+    return float(np.mean([(s.mean((f, model, fusion, weight, depth), "nDCG@10")
+                           + s.mean((f, model, fusion, weight, depth), "MAP")) / 2
+                          for s in sets for f in firsts if f in s.firsts]))
 
 
-def choose(sets: list[TopicSet], firsts: tuple[str, ...] = FIRST) -> tuple[float, int, float]:
-    """The grid's best (weight, depth) on `sets`, and its objective; ties: larger weight, smaller depth."""
-    scored = {(w, d): objective(sets, w, d, firsts) for w in WEIGHTS for d in DEPTHS}
-    (w, d), best = max(scored.items(), key=lambda kv: (round(kv[1], 10), kv[0][0], -kv[0][1]))
-    return w, d, best
+def choose(sets: list[TopicSet], model: str,
+           firsts: tuple[str, ...] = FIRST) -> tuple[str, float, int, float]:
+    """The grid's best (fusion, weight, depth) on `sets` with `model`, and its objective."""
+    scored = {(f, w, d): objective(sets, model, f, w, d, firsts) for f, w in FUSIONS for d in DEPTHS}
+    (f, w, d), best = max(scored.items(),
+                          key=lambda kv: (round(kv[1], 10), kv[0][0] == "interpolate", kv[0][1], -kv[0][2]))
+    return f, w, d, best
 
 
-def validation_section(sets: dict[str, TopicSet]) -> tuple[str, dict[tuple[str, str], tuple[float, int]]]:
-    """The leave-one-collection-out choices and the validation figures behind them: one weight and depth
-    for both first stages (the default's form), and, beside it, one for each first stage alone."""
-    lines = ["| held out | chosen on | for first stages | weight | depth | validation objective |"
-             " first stages' objective |", "|---|---|---|---:|---:|---:|---:|"]
+def label(fusion: str, weight: float, depth: int) -> str:
+    return f"{'rrf' if fusion == 'rrf' else f'w={weight}'}, depth {depth}"
+
+
+def validation_section(val: dict[str, TopicSet], models: dict[str, Path]) -> tuple[str, dict]:
+    """The choices for each held-out collection (its LOO model) and the shipped default, with their
+    validation figures: one fusion for both first stages (the default's form), and each stage alone."""
+    lines = ["| model (held out) | chosen on | for first stages | fusion | depth | validation objective |"
+             " first stages' objective | MaxSim alone (depth 100) |", "|---|---|---|---|---:|---:|---:|---:|"]
     choices = {}
-    for held in [*COLLECTIONS, "shipped default"]:
-        on = [s for c, s in sets.items() if c != held]
+    for held in [*COLLECTIONS, SHIPPED]:
+        on = [s for c, s in val.items() if c != held]
         for firsts in (FIRST, *((f,) for f in FIRST)):
-            w, d, best = choose(on, firsts)
-            base = float(np.mean([(s.mean((f,), "nDCG@10") + s.mean((f,), "MAP")) / 2
-                                  for s in on for f in firsts]))
-            choices[held, "+".join(firsts)] = (w, d)
-            lines.append(f"| {held} | {', '.join(s.name for s in on)} | {' and '.join(firsts)} | {w} | {d} | "
-                         f"{best:.4f} | {base:.4f} |")
-    grid = ["| weight \\ depth | " + " | ".join(str(d) for d in DEPTHS) + " |",
-            "|---:|" + "---:|" * len(DEPTHS)]
-    on = list(sets.values())
-    for w in WEIGHTS:
-        grid.append(f"| {w} | " + " | ".join(f"{objective(on, w, d):.4f}" for d in DEPTHS) + " |")
-    per_set = ["| validation topics | first stage | nDCG@10 | MAP | fused at the shipped default: nDCG@10 "
-               "| MAP |",
-               "|---|---|---:|---:|---:|---:|"]
-    w, d = choices["shipped default", "+".join(FIRST)]
-    for s in on:
-        for f in FIRST:
-            per_set.append(f"| {s.name} | {f} | {s.mean((f,), 'nDCG@10'):.4f} | {s.mean((f,), 'MAP'):.4f} | "
-                           f"{s.mean((f, w, d), 'nDCG@10'):.4f} | {s.mean((f, w, d), 'MAP'):.4f} |")
-    text = ("## Validation: the fused weight and depth, leave one collection out\n\n"
-            "Objective: mean over the validation topic sets and both first stages (bm25, hybrid) of "
-            "(nDCG@10 + MAP) / 2 of the cascade; grid weight " + ", ".join(map(str, WEIGHTS))
-            + " (on the first stage; 0 is MaxSim alone), depth " + ", ".join(map(str, DEPTHS)) + ".\n\n"
-            + "\n".join(lines) + "\n\nThe objective over all four validation sets (the shipped default's "
-            "choice) on the whole grid:\n\n" + "\n".join(grid)
-            + "\n\nEach validation set at the shipped default:\n\n" + "\n".join(per_set) + "\n")
+            f, w, d, best = choose(on, held, firsts)
+            base = float(np.mean([(s.mean((g,), "nDCG@10") + s.mean((g,), "MAP")) / 2
+                                  for s in on for g in firsts if g in s.firsts]))
+            alone = objective(on, held, "interpolate", 0.0, 100, firsts)
+            choices[held, "+".join(firsts)] = (f, w, d, round(best, 4))
+            lines.append(f"| {held} | {', '.join(s.name for s in on)} | {' and '.join(firsts)} | "
+                         f"{'rrf' if f == 'rrf' else f'interpolate w={w}'} | {d} | {best:.4f} | {base:.4f} | "
+                         f"{alone:.4f} |")
+    per_set = ["| validation topics | first stage | nDCG@10 | MAP | shipped model at the shipped default: "
+               "nDCG@10 | MAP |", "|---|---|---:|---:|---:|---:|"]
+    f, w, d, _ = choices[SHIPPED, "+".join(FIRST)]
+    for s in val.values():
+        for g in s.firsts:
+            per_set.append(f"| {s.name} | {g} | {s.mean((g,), 'nDCG@10'):.4f} | {s.mean((g,), 'MAP'):.4f} | "
+                           f"{s.mean((g, SHIPPED, f, w, d), 'nDCG@10'):.4f} | "
+                           f"{s.mean((g, SHIPPED, f, w, d), 'MAP'):.4f} |")
+    epochs = ["| model | epoch chosen | mean held-out nDCG@10 (MaxSim, BM25 top 100) | zero-shot (epoch 0) |",
+              "|---|---:|---:|---:|"]
+    for name, path in models.items():
+        epochs.append(epoch_row(name, path))
+    text = ("## Validation: the models' epochs, and the fusion and depth, leave one collection out\n\n"
+            "Each model's epoch (the mean over its training sources of held-out nDCG@10; epoch 0 is "
+            "zero-shot MaxSim, a candidate):\n\n" + "\n".join(epochs)
+            + "\n\nFusion objective: mean over the validation topic sets and first stages of "
+            "(nDCG@10 + MAP) / 2 "
+            "of the cascade with the row's model; grid: interpolation weight " + ", ".join(map(str, WEIGHTS))
+            + " (on the first stage; 0 is MaxSim alone) or rrf (k = 60), depth " + ", ".join(map(str, DEPTHS))
+            + ".\n\n" + "\n".join(lines) + "\n\nEach validation set with the shipped model at the shipped "
+            "default:\n\n" + "\n".join(per_set) + "\n")
     return text, choices
+
+
+def epoch_row(name: str, path: Path) -> str:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="numpy") as f:
+        info = json.loads(f.metadata()["info"])
+    zero = info["history"][0]["mean_heldout_ndcg10"]
+    return (f"| {name} ({', '.join(info['sources'])}) | {info['best_epoch']} | "
+            f"{info['mean_heldout_ndcg10']:.4f} | "
+            f"{zero:.4f} |")
 
 
 def compare(a: list[float], b: list[float]) -> str:
@@ -200,30 +227,27 @@ def compare(a: list[float], b: list[float]) -> str:
     return f"{diff:+.4f} (p={p:.3f}{'*' if p < ALPHA else ''})"
 
 
-def test_section(tests: dict[str, TopicSet], choices: dict[tuple[str, str], tuple[float, int]]) -> str:
+def test_section(tests: dict[str, TopicSet], choices: dict) -> str:
     """The test table: every system on every collection, late pipelines against their first stage."""
     rows = ["| collection | system | nDCG@10 | MAP | vs first stage: nDCG@10 | MAP |",
             "|---|---|---:|---:|---|---|"]
-    pooled: dict[str, dict[str, tuple[list[float], list[float]]]] = {}  # row kind -> measure -> (it, first)
+    pooled: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
     best = []
-    joint = "+".join(FIRST)
     for c, s in tests.items():
-        systems = [("bm25", "bm25", ("bm25",), None), ("hybrid", "hybrid", ("hybrid",), None)]
-        for f in FIRST:
-            w, d = choices[c, joint]
-            systems.append((f"{f}>>late", f"{f}>>late (fused, w={w}, depth {d})", (f, w, d), (f,)))
-        for f in FIRST:
-            w, d = choices[c, f]
-            systems.append((f"{f}>>late, weight for {f}", f"{f}>>late (weight for {f}: w={w}, depth {d})",
-                            (f, w, d), (f,)))
+        f, w, d, _ = choices[c, "+".join(FIRST)]
+        systems = [(g, g, (g,), None) for g in s.firsts]
+        systems += [(f"{g}>>late", f"{g}>>late ({c} held out; {label(f, w, d)})", (g, c, f, w, d), (g,))
+                    for g in s.firsts]
         systems.append(("zero-shot MaxSim", "zero-shot MaxSim (bm25 top 100)",
-                        ("bm25", 0.0, 100, "zero-shot"), ("bm25",)))
+                        ("bm25", "zero-shot", "interpolate", 0.0, 100), ("bm25",)))
+        systems.append(("LOO model alone", f"{c}-held-out model alone (bm25 top 100, MaxSim)",
+                        ("bm25", c, "interpolate", 0.0, 100), ("bm25",)))
         means = {}
-        for kind, label, system, against in systems:
+        for kind, name, system, against in systems:
             values = s.measured(system)
             qids = sorted(values)
             m = {k: float(np.mean([values[q][k] for q in qids])) for k in MEASURES}
-            means[label] = m
+            means[kind] = m
             cells = ["", ""]
             if against is not None:
                 base = s.measured(against)
@@ -232,7 +256,7 @@ def test_section(tests: dict[str, TopicSet], choices: dict[tuple[str, str], tupl
                     it, first = pooled.setdefault(kind, {}).setdefault(k, ([], []))
                     it.extend(values[q][k] for q in qids)
                     first.extend(base[q][k] for q in qids)
-            rows.append(f"| {c} ({len(qids)} queries) | {label} | {m['nDCG@10']:.4f} | {m['MAP']:.4f} | "
+            rows.append(f"| {c} ({len(qids)} queries) | {name} | {m['nDCG@10']:.4f} | {m['MAP']:.4f} | "
                         f"{cells[0]} | {cells[1]} |")
         top = max(means, key=lambda k: means[k]["nDCG@10"])
         best.append(f"{c}: {top}")
@@ -242,41 +266,97 @@ def test_section(tests: dict[str, TopicSet], choices: dict[tuple[str, str], tupl
         a = by_measure["nDCG@10"][0]
         pool.append(f"| {kind} | {len(a)} | {np.mean(a):.4f} | {np.mean(by_measure['MAP'][0]):.4f} | "
                     + " | ".join(compare(*by_measure[k]) for k in MEASURES) + " |")
-    return ("## Test: the four collections (each with its leave-one-out weight and depth)\n\n"
-            "Paired t-test against the row's own first stage (zero-shot MaxSim: against bm25); * "
-            f"significant at {ALPHA} (two-sided, uncorrected).\n\n" + "\n".join(rows)
+    return ("## Test: the four collections, each with its leave-one-out model and fusion\n\n"
+            "Paired t-test against the row's own first stage (zero-shot MaxSim and the model alone: against "
+            f"bm25); * significant at {ALPHA} (two-sided, uncorrected).\n\n" + "\n".join(rows)
             + "\n\nPooled over the four collections' queries:\n\n" + "\n".join(pool)
             + "\n\nBest system by nDCG@10: " + "; ".join(best) + ".\n")
 
 
+def load_models(models_dir: Path) -> dict[str, tuple[Path, np.ndarray]]:
+    """Each held-out collection's checkpoint and the shipped candidate: name -> (path, projection)."""
+    from retrieval.late.model import load_checkpoint
+
+    out = {}
+    for name in [*COLLECTIONS, SHIPPED]:
+        path = models_dir / name / "late.safetensors"
+        out[name] = (path, load_checkpoint(path)[0])
+    return out
+
+
+def held_out_topics(models: dict[str, tuple[Path, np.ndarray]], collection: str) -> set[str]:
+    """The held-out share of `collection`'s training topics, as every model trained on them held it out."""
+    from retrieval.late.config import TrainConfig
+    from retrieval.late.train import heldout_queries
+
+    config, counts = checkpoint_split(models[SHIPPED][0])
+    cfg = TrainConfig(**{k: v for k, v in config.items() if k in ("seed", "holdout")})
+    topics = VALIDATION[collection]
+    queries, qrels = load_topics(topics), load_qrels(topics)
+    qids = [q for q in queries if q in qrels and any(g > 0 for g in qrels[q].values())]
+    held = heldout_queries(qids, cfg)
+    assert len(held) == counts[topics], (topics, len(held), counts[topics])
+    return held
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", type=Path, required=True)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/bench_neural"))
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--validation-only", action="store_true")
+    ap.add_argument("--no-dense", nargs="*", default=[], metavar="COLLECTION",
+                    help="collections measured without the hybrid (no dense index built: time)")
+    ap.add_argument("--subset", nargs="*", default=[], metavar="COLLECTION",
+                    help="--no-dense collections whose corpus is encoded only where BM25's top 100 of its "
+                    "topics or its judgements reach (retrieval.late.sources.top_and_judged)")
     args = ap.parse_args()
     import torch
 
+    from retrieval.late.encoder import TokenEncoder
+    from retrieval.late.sources import corpus_states, top_and_judged
+
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    indexes = {c: index_for(c, args.workdir) for c in COLLECTIONS}
-    sets = {c: TopicSet(c, VALIDATION[c], indexes[c], args.cache_dir, args.threads) for c in COLLECTIONS}
-    validation, choices = validation_section(sets)
+    models = load_models(args.models)
+    encoder = TokenEncoder(None, threads=args.threads, progress=False)
+    indexes = {c: index_for(c, args.workdir, c not in args.no_dense) for c in COLLECTIONS}
+    states = {c: (encoder, args.cache_dir, corpus_states(
+        indexes[c], encoder, args.cache_dir,
+        top_and_judged(indexes[c], [TEST[c]]) if c in args.subset and c in args.no_dense else None))
+        for c in COLLECTIONS}
+    val = {c: TopicSet(c, VALIDATION[c], indexes[c], args.threads, states[c], held_out_topics(models, c))
+           for c in COLLECTIONS}
+    for c, s in val.items():
+        for name in [*(x for x in COLLECTIONS if x != c), SHIPPED]:
+            s.score(name, models[name][1])
+    validation, choices = validation_section(val, {n: p for n, (p, _) in models.items()})
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    (args.workdir / "choices.json").write_text(json.dumps(
+        {"written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+         "choices": {f"{m} / {f}": v for (m, f), v in choices.items()}}, indent=1))
     print(validation, flush=True)
     if args.validation_only:
         return
-    tests = {c: sets[c] if c != "scifact" else TopicSet(c, c, indexes[c], args.cache_dir, args.threads)
-             for c in COLLECTIONS}
+    tests = {c: TopicSet(c, TEST[c], indexes[c], args.threads, states[c]) for c in COLLECTIONS}
+    for c, s in tests.items():
+        s.score(c, models[c][1])
+        s.score("zero-shot", None, ("bm25",))
+    tests["scifact"].score(SHIPPED, models[SHIPPED][1])
     text = test_section(tests, choices)
-    shipped = choices["shipped default", "+".join(FIRST)]
+    f, w, d, _ = choices[SHIPPED, "+".join(FIRST)]
     s = tests["scifact"]
-    note = (f"\nThe choice over all four validation sets (shipped as retrieval.pipeline.params LATE_WEIGHT "
-            f"and RERANK_DEPTH): weight {shipped[0]}, depth {shipped[1]}. SciFact test, the checkpoint alone "
-            "reranking BM25's top 100 (MaxSim, "
-            f"weight 0): nDCG@10 {s.mean(('bm25', 0.0, 100), 'nDCG@10'):.4f}; at the shipped default: "
-            f"bm25>>late {s.mean(('bm25', *shipped), 'nDCG@10'):.4f}, hybrid>>late "
-            f"{s.mean(('hybrid', *shipped), 'nDCG@10'):.4f}.\n")
+    note = (f"\nThe shipped default (the `all` model; its fusion chosen over all four validation sets, "
+            "shipped as retrieval.pipeline.params LATE_FUSION, LATE_WEIGHT and RERANK_DEPTH): "
+            f"{label(f, w, d)}. SciFact "
+            "test, reranking BM25's top 100: the `all` model alone (MaxSim) nDCG@10 "
+            f"{s.mean(('bm25', SHIPPED, 'interpolate', 0.0, 100), 'nDCG@10'):.4f}, at the shipped default "
+            f"bm25>>late {s.mean(('bm25', SHIPPED, f, w, d), 'nDCG@10'):.4f}"
+            + (f", hybrid>>late {s.mean(('hybrid', SHIPPED, f, w, d), 'nDCG@10'):.4f}" if "hybrid" in s.firsts
+               else " (no dense index: hybrid not measured)") + ";"
+            " the SciFact-held-out model alone "
+            f"{s.mean(('bm25', 'scifact', 'interpolate', 0.0, 100), 'nDCG@10'):.4f}.\n")
     body = (f"# Neural stages against their first stages\n\nMachine: {machine_line('torch', 'faiss-cpu')}"
             f"; {time.perf_counter() - start:.0f} s.\n\n{validation}\n{text}{note}")
     print(text + note)

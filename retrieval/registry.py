@@ -20,13 +20,13 @@ from typing import Any
 from retrieval.errors import InputError
 from retrieval.index.impacts import SPARSE_MODELS
 from retrieval.index.kinds import AnyIndex
-from retrieval.pipeline.params import PARAMS, RERANK_DEPTH, Param
+from retrieval.pipeline.params import LATE_FUSION, PARAMS, RERANK_DEPTH, Param
 from retrieval.pipeline.stage import Stage
 
 Builder = Callable[..., Stage]
 FEEDBACK = ("rm3", "fb_docs", "fb_terms", "original_weight")
 # parameters that apply only when a switch has a value: given otherwise, they are refused, not ignored
-APPLIES_ONLY_WITH = {("rm3", True): FEEDBACK[1:], ("fusion", "interpolate"): ("weight",),
+APPLIES_ONLY_WITH = {("rm3", True): FEEDBACK[1:], ("fusion", "interpolate"): ("weight", "interpolate"),
                      ("fusion", "rrf"): ("rrf_k",)}
 
 
@@ -250,7 +250,7 @@ def _features(index: AnyIndex, **v: Any) -> Stage:
             scorers[name] = build("dense", index, **common, encoder=v["encoder"], precision=v["precision"])
         else:
             scorers[name] = build("late", index, **common, precision=v["precision"], depth=v["depth"],
-                                  interpolate=0.0)  # the feature is MaxSim alone, not the fused default
+                                  interpolate=0.0, fusion="interpolate")  # MaxSim alone, not the default
     return FeatureStage(index, scorers, depth=v["depth"], cache=v["cache"])
 
 
@@ -266,7 +266,8 @@ def _late(index: AnyIndex, **v: Any) -> Stage:
     from retrieval.late import LateReranker
 
     return LateReranker(index, v["checkpoint"], interpolate=v["interpolate"], depth=v["depth"],
-                        hits=v["hits"], threads=v["threads"], precision=v["precision"], filter=v["filter"])
+                        hits=v["hits"], threads=v["threads"], precision=v["precision"], filter=v["filter"],
+                        fusion=v["fusion"], rrf_k=v["rrf_k"])
 
 
 # ---------------------------------------------------------------- the registry
@@ -302,8 +303,10 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
     Ranker("ltr", "a learned ranker (LambdaMART or linear) over a features stage's candidates",
            ("hits", "threads", "checkpoint"), {"native": _ltr, "sharded": _ltr}, needs_run=True),
     Ranker("late", "late-interaction (MaxSim) reranker of a run's top `depth`",
-           ("hits", "threads", "precision", "depth", "checkpoint", "interpolate", "filter"),
-           {"native": _late, "sharded": _late}, defaults={"depth": RERANK_DEPTH}, needs_run=True),
+           ("hits", "threads", "precision", "depth", "checkpoint", "interpolate", "fusion", "rrf_k",
+            "filter"),
+           {"native": _late, "sharded": _late}, defaults={"depth": RERANK_DEPTH, "fusion": LATE_FUSION},
+           needs_run=True),
 )}
 
 

@@ -472,3 +472,90 @@ def test_late_is_fused_with_the_first_stage_by_default(tiny_index, zero_shot):
     from retrieval.registry import build
 
     assert build("late", tiny_index, checkpoint="zero-shot").interpolate == params.LATE_WEIGHT
+
+
+def test_rrf_fusion_of_the_first_stage_and_maxsim(tiny_index, zero_shot):
+    """fusion rrf: 1/(k + first-stage rank) + 1/(k + MaxSim rank) over the top `depth`, the rest after;
+    the interpolation weight is refused with it, not ignored."""
+    from retrieval.pipeline.fusion import rrf_ranking
+    from retrieval.registry import build
+
+    first = [("a", 3.0), ("b", 2.0), ("c", 1.0)]
+    late = [("c", 0.9), ("a", 0.5), ("b", 0.1)]
+    fused = dict(rrf_ranking(first, late, rrf_k=1))
+    assert fused["a"] == pytest.approx(1 / 2 + 1 / 3) and fused["c"] == pytest.approx(1 / 4 + 1 / 2)
+    assert [d for d, _ in rrf_ranking(first, late, rrf_k=1)] == ["a", "c", "b"]
+    ids = Index.open(tiny_index.path).doc_id_list
+    run = Run({"q1": [(d, float(10 - i)) for i, d in enumerate(ids)]})
+    queries = Queries(q1="dogs in the garden")
+    out = LateReranker(tiny_index, zero_shot, depth=3, fusion="rrf")(queries, run)["q1"]
+    alone = LateReranker(tiny_index, zero_shot, depth=3, interpolate=0.0)(queries, run)["q1"]
+    assert out[:3] == pytest.approx(rrf_ranking(run["q1"][:3], alone[:3]))
+    assert [d for d, _ in out[3:]] == ids[3:]
+    with pytest.raises(InputError, match="only with fusion interpolate"):
+        build("late", tiny_index, checkpoint="zero-shot", fusion="rrf", interpolate=0.5)
+    assert build("late", tiny_index, checkpoint="zero-shot", fusion="rrf").fusion == "rrf"
+
+
+def test_training_on_several_sources(tmp_path, zero_shot):
+    """One projection from several judged sources: pairs from each source's training queries only, its
+    hard negatives from its own corpus, the epoch chosen on every source's held-out queries."""
+    from retrieval.late.cache import cached_states
+    from retrieval.late.config import TrainConfig
+    from retrieval.late.sources import Source
+    from retrieval.late.train import source_pairs, train_sources
+    from retrieval.types import Qrels
+
+    enc, cache = zero_shot.encoder, tmp_path / "cache"
+    cfg = TrainConfig(dim=8, epochs=2, batch_size=2, negatives=1, holdout=0.34, depth=3, negative_depth=3)
+    sources = []
+    for name, docs, queries in [
+            ("pets", ["The cat sat on the mat.", "Dogs chase cats in the garden.", "A garden, no animals."],
+             ["where do cats sit", "dog chases", "empty garden"]),
+            ("ir", ["Ranking documents by BM25.", "Dense retrieval with vectors.", "Stemming words."],
+             ["bm25 ranking", "vector search", "word stems"])]:
+        ids, qids = [f"{name}{i}" for i in range(3)], [f"q{i}" for i in range(3)]  # ids clash on purpose
+        qrels = Qrels((q, {d: 1}) for q, d in zip(qids, ids))
+        run = Run({q: [(d, 1.0) for d in ids] for q in qids})
+        sources.append(Source(name, cached_states(enc, docs, False, cache), {d: i for i, d in enumerate(ids)},
+                              cached_states(enc, queries, True, cache), {q: i for i, q in enumerate(qids)},
+                              qrels, run, {"q2"}))
+    pairs, negatives = source_pairs(sources, cfg)
+    assert sorted(key for *_, key in pairs) == [("ir", "q0"), ("ir", "q1"), ("pets", "q0"), ("pets", "q1")]
+    assert all(states is sources[0].docs for states, _ in negatives["pets", "q0"])
+    assert len(negatives["pets", "q0"]) == 2  # the judged document is no negative
+    out = tmp_path / "multi.safetensors"
+    info = train_sources(sources, out, enc.settings(), cfg, threads=1, max_pairs=1)
+    assert info["training_pairs"] == 2 and info["heldout_queries"] == {"pets": 1, "ir": 1}
+    assert len(info["history"]) == 3 and set(info["history"][0]["heldout_ndcg10"]) == {"pets", "ir"}
+    assert LateModel(out, threads=1).dim == 8
+
+
+def test_squad_training_questions_leave_out_every_article_of_the_evaluation_file(tmp_path):
+    """DPR-style pairs from SQuAD: answerable questions -> their paragraph; an article with any paragraph in
+    the excluded file (xquad-en) goes whole, its other paragraphs too."""
+    from retrieval.formats.squad import passage_id
+    from retrieval.late.sources import squad_questions
+
+    def squad(articles: dict) -> dict:
+        return {"version": "v2.0", "data": [
+            {"title": t, "paragraphs": [{"context": c, "qas": qas} for c, qas in paras]}
+            for t, paras in articles.items()]}
+
+    def qa(qid: str, question: str, answer: str | None) -> dict:
+        if answer is None:
+            return {"id": qid, "question": question, "answers": [], "is_impossible": True}
+        return {"id": qid, "question": question, "answers": [{"text": answer, "answer_start": 0}]}
+
+    train = squad({"Kept": [("Paris is in France.", [qa("a", "where is paris", "Paris"),
+                                                     qa("b", "unanswerable", None)])],
+                   "Banned": [("Rome is in Italy.", [qa("c", "where is rome", "Rome")]),
+                              ("Oslo is in Norway.", [qa("d", "where is oslo", "Oslo")])]})
+    held = squad({"Banned": [("Rome is in Italy.", [qa("x", "where is rome", "Rome")])]})
+    (tmp_path / "train.json").write_text(json.dumps(train))
+    (tmp_path / "held.json").write_text(json.dumps(held))
+    passages, queries, qrels = squad_questions(tmp_path / "train.json", tmp_path / "held.json", None, 0)
+    assert list(queries) == ["a"] and qrels["a"] == {passage_id("Paris is in France."): 1}
+    assert [text for _, text in passages.values()] == ["Paris is in France."]
+    _, everything, _ = squad_questions(tmp_path / "train.json", None, None, 0)
+    assert list(everything) == ["a", "c", "d"]

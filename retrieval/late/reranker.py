@@ -26,7 +26,7 @@ from retrieval.errors import InputError
 from retrieval.index.kinds import AnyIndex
 from retrieval.late.model import LateModel, maxsim
 from retrieval.pipeline import params
-from retrieval.pipeline.fusion import interpolate_ranking, with_tail
+from retrieval.pipeline.fusion import RRF_K, interpolate_ranking, rrf_ranking, with_tail
 from retrieval.pipeline.stage import Stage
 from retrieval.types import Queries, Ranking, Result, Results, Run, rank
 
@@ -43,12 +43,18 @@ def _as_model(model: LateModel | str | Path | None, threads: int | None,
     return LateModel(model, threads=threads, precision=precision)
 
 
-def reranked(hits: Sequence[tuple[str, float]], scores: Sequence[float], weight: float) -> Ranking:
+def reranked(hits: Sequence[tuple[str, float]], scores: Sequence[float], weight: float,
+             fusion: str = "interpolate", rrf_k: int = RRF_K) -> Ranking:
     """One query's ranking from its first-stage `hits` and the MaxSim `scores` of its top len(scores):
-    those fused with their first-stage scores (`weight` on the first stage; 0: MaxSim alone), then
-    the rest of `hits` in their order. The stage's arithmetic, also used by eval/bench_neural.py."""
+    those fused with the first stage (`fusion` "interpolate": min-max, `weight` on the first stage, 0
+    MaxSim alone; "rrf": reciprocal-rank fusion of the two rankings, constant `rrf_k`), then the rest
+    of `hits` in their order. The stage's arithmetic, also used by eval/bench_neural.py."""
     top = list(hits[:len(scores)])
     late = rank(zip((d for d, _ in top), scores))
+    if fusion == "rrf":
+        return with_tail(rrf_ranking(top, late, rrf_k), hits)
+    if fusion != "interpolate":
+        raise InputError(f"unknown fusion {fusion!r}; expected interpolate or rrf")
     return with_tail(late if weight == 0 else interpolate_ranking(top, late, weight), hits)
 
 
@@ -56,25 +62,31 @@ class LateReranker(Stage):
     """Rerank a Run's top `depth` hits per query by MaxSim fused with the first stage's scores (a stage
     that needs a run), the hits below `depth` after them; keep `hits`.
 
-    `interpolate` None is the validated default (params.LATE_WEIGHT), 0.0 MaxSim alone. `precision`
+    `interpolate` None is the validated default (params.LATE_WEIGHT), 0.0 MaxSim alone; `fusion` None
+    the validated default (params.LATE_FUSION: "interpolate", min-max, or "rrf", reciprocal-rank fusion
+    with constant `rrf_k`, which ignores `interpolate`). `precision`
     (default `auto`) is how queries and on-the-fly documents are encoded here.
     """
 
     def __init__(self, index: AnyIndex | str | Path | None = None,
                  model: LateModel | str | Path | None = None, *, interpolate: float | None = None,
                  depth: int | None = None, hits: int | None = None, use_store: bool | None = None,
-                 threads: int | None = None, precision: str | None = None, filter: object = None):
+                 threads: int | None = None, precision: str | None = None, filter: object = None,
+                 fusion: str | None = None, rrf_k: int | None = None):
         from retrieval.index.filters import as_filter
         from retrieval.index.kinds import open_index
         from retrieval.late.store import PART, LateStore
 
-        params.check(depth=depth, hits=hits, interpolate=interpolate, threads=threads)
+        params.check(depth=depth, hits=hits, interpolate=interpolate, threads=threads, fusion=fusion,
+                     rrf_k=rrf_k)
         self.index = None if index is None else open_index(index)
         self.filter = as_filter(filter)
         if self.filter is not None and (self.index is None or self.index.kind != "native"):
             raise InputError("a filtered reranker needs a single native index (its documents' metadata)")
         self.model = _as_model(model, threads, precision)
         self.interpolate = params.LATE_WEIGHT if interpolate is None else interpolate
+        self.fusion = params.LATE_FUSION if fusion is None else fusion
+        self.rrf_k = params.default("rrf_k") if rrf_k is None else rrf_k
         self.hits = hits
         self.depth = depth or params.RERANK_DEPTH
         self.store = None
@@ -130,7 +142,7 @@ class LateReranker(Stage):
             raise InputError("empty query text")
         scores = self.score(query, [d for d, _ in top], None if texts is None else texts[:self.depth],
                             encoded)
-        ranked = reranked(hits, scores.tolist(), self.interpolate)
+        ranked = reranked(hits, scores.tolist(), self.interpolate, self.fusion, self.rrf_k)
         return ranked[:self.hits] if self.hits else ranked
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
@@ -213,7 +225,8 @@ def _rerank_one(query: str, docs: list[tuple[str, str]], model: LateModel,
     if first_scores is not None and len(first_scores) != len(docs):
         raise InputError("interpolation needs one first-stage score per document")
     interpolate = 0.0 if first_scores is None else interpolate
-    reranker = LateReranker(model=model, interpolate=interpolate, depth=max(len(docs), 1), hits=k)
+    reranker = LateReranker(model=model, interpolate=interpolate, depth=max(len(docs), 1), hits=k,
+                            fusion=None if first_scores is not None else "interpolate")
     scores = first_scores if first_scores is not None else [0.0] * len(docs)
     hits = [(d, float(s)) for (d, _), s in zip(docs, scores)]
     texts = dict(docs)

@@ -49,6 +49,7 @@ from retrieval.types import Qrels, Queries, Run
 
 if TYPE_CHECKING:
     from retrieval.index.native import Index
+    from retrieval.late.sources import Source
 
 
 def _pad(packed: Packed, rows: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -200,7 +201,7 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
                          for name, made in corpora.items()} for kind, corpora in texts.items()}
     for iq, idoc, n_train in (s for kind in unlabelled.values() for s in kind.values()):
         pairs += [(iq, j, idoc, j, None) for j in range(n_train)]
-    negatives = {q: [dindex[d] for d, _ in first_stage.get(q, [])[:cfg.negative_depth]
+    negatives = {q: [(dstates, dindex[d]) for d, _ in first_stage.get(q, [])[:cfg.negative_depth]
                      if qrels[q].get(d, 0) <= 0 and d in dindex] for q in qids}
     _log(f"{len(pairs)} training pairs, {len(held)} held-out queries, cache ready in "
          f"{time.time() - start:.0f}s")
@@ -215,7 +216,7 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     history, best = [], (-1.0, None, 0)
     for epoch in range(cfg.epochs + 1):
         if epoch:
-            _train_epoch(w, opt, start_point, pairs, dstates, negatives, cfg, rng)
+            _train_epoch(w, opt, start_point, pairs, negatives, cfg, rng)
         proj = w.detach().numpy().copy()
         late = rerank_cached(proj, qstates, qindex, dstates, dindex, held_run, cfg.depth)
         ndcg = evaluate(late, held_qrels, ["nDCG@10"])["nDCG@10"]
@@ -247,6 +248,83 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
     return info
 
 
+def source_pairs(sources: list[Source], cfg: TrainConfig,
+                 max_pairs: int | None = None) -> tuple[list[tuple], dict]:
+    """Training pairs of every source's training (not held-out) queries, at most `max_pairs` per source
+    (a seeded sample), and each query's hard negatives from its source's first stage (judged-relevant
+    documents excluded): keyed by (source name, query id)."""
+    pairs, negatives = [], {}
+    for s in sources:
+        own = [(s.queries, s.qindex[q], s.docs, s.dindex[d], (s.name, q)) for q in s.training_ids
+               for d, g in s.qrels[q].items() if g > 0 and d in s.dindex]
+        if max_pairs is not None and len(own) > max_pairs:
+            own = random.Random(f"{cfg.seed}:{s.name}").sample(own, max_pairs)
+        pairs += own
+        for q in s.training_ids:
+            negatives[s.name, q] = [(s.docs, s.dindex[d]) for d, _ in s.run.get(q, [])[:cfg.negative_depth]
+                                    if s.qrels[q].get(d, 0) <= 0 and d in s.dindex]
+    return pairs, negatives
+
+
+def validate_sources(proj: np.ndarray | None, sources: list[Source], depth: int) -> dict[str, float]:
+    """nDCG@10 of MaxSim (projection `proj`; None: zero-shot) reranking each source's held-out queries'
+    first-stage top `depth`."""
+    out = {}
+    for s in sources:
+        run = Run({q: s.run[q][:depth] for q in s.held if s.run.get(q)})
+        late = rerank_cached(proj, s.queries, s.qindex, s.docs, s.dindex, run, depth)
+        out[s.name] = round(evaluate(late, Qrels((q, s.qrels[q]) for q in run), ["nDCG@10"])["nDCG@10"], 4)
+    return out
+
+
+def train_sources(sources: list[Source], output: str | Path, encoder_settings: dict,
+                  config: TrainConfig | None = None, *, threads: int | None = None,
+                  max_pairs: int | None = None, extra_info: dict | None = None) -> dict:
+    """Train one projection on several judged sources (`sources.Source`) at once.
+
+    Each source's held-out queries validate: the epoch kept is the one with the best mean over the
+    sources of held-out nDCG@10 (MaxSim reranking the first stage's top `depth`); epoch 0 is the
+    zero-shot projection (at dim = hidden size), so it is a candidate too. Writes the checkpoint to
+    `output` (settings `encoder_settings`) and returns its report.
+    """
+    cfg = config or TrainConfig()
+    start = time.time()
+    if threads:
+        torch.set_num_threads(threads)
+    rng = random.Random(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    pairs, negatives = source_pairs(sources, cfg, max_pairs)
+    sample = np.random.default_rng(cfg.seed)
+    per = 50_000 // len(sources)
+    states = np.concatenate([s.docs.states[sample.choice(len(s.docs.states), min(per, len(s.docs.states)),
+                                                          replace=False)] for s in sources])
+    start_point = torch.from_numpy(pca_init(states, cfg.dim, cfg.seed))
+    w = torch.nn.Parameter(start_point.clone())
+    opt = torch.optim.Adam([w], lr=cfg.lr)
+    _log(f"{len(pairs)} training pairs from {', '.join(s.name for s in sources)}; held out "
+         + ", ".join(f"{s.name} {len(s.held)}" for s in sources))
+    history, best = [], (-1.0, None, 0)
+    for epoch in range(cfg.epochs + 1):
+        if epoch:
+            _train_epoch(w, opt, start_point, pairs, negatives, cfg, rng)
+        proj = w.detach().numpy().copy()
+        held = validate_sources(proj, sources, cfg.depth)
+        mean = round(float(np.mean(list(held.values()))), 4)
+        history.append({"epoch": epoch, "heldout_ndcg10": held, "mean_heldout_ndcg10": mean,
+                        "seconds": round(time.time() - start, 1)})
+        _log(f"epoch {epoch}: held-out nDCG@10 {held}, mean {mean} ({time.time() - start:.0f}s)")
+        if mean > best[0]:
+            best = (mean, proj, epoch)
+    mean, proj, epoch = best
+    info = {"config": asdict(cfg), "sources": [s.name for s in sources], "max_pairs_per_source": max_pairs,
+            "best_epoch": epoch, "mean_heldout_ndcg10": mean, "training_pairs": len(pairs),
+            "heldout_queries": {s.name: len(s.held) for s in sources},
+            "train_seconds": round(time.time() - start, 1), "history": history, **(extra_info or {})}
+    save_checkpoint(output, proj, encoder_settings, info)
+    _log(f"best epoch {epoch}: mean held-out nDCG@10 {mean}; wrote {output}")
+    return info
+
+
 def _title_pairs(encoder: TokenEncoder, docs: dict[str, tuple[str, str]],
                  cache_dir: str | Path | None) -> list[tuple]:
     """(title -> rest of the document) training pairs, from every document that has both."""
@@ -257,12 +335,11 @@ def _title_pairs(encoder: TokenEncoder, docs: dict[str, tuple[str, str]],
 
 
 def _train_epoch(w: torch.nn.Parameter, opt: torch.optim.Optimizer, start_point: torch.Tensor, pairs: list,
-                 dstates: Packed, negatives: dict[str, list[int]], cfg: TrainConfig,
-                 rng: random.Random) -> None:
+                 negatives: dict, cfg: TrainConfig, rng: random.Random) -> None:
     """One pass over the pairs, shuffled: a step per batch on the contrastive loss plus the anchor."""
     rng.shuffle(pairs)
     for b in range(0, len(pairs), cfg.batch_size):
-        loss = _step(w, pairs[b:b + cfg.batch_size], dstates, negatives, cfg, rng)
+        loss = _step(w, pairs[b:b + cfg.batch_size], negatives, cfg, rng)
         if cfg.anchor:
             loss = loss + cfg.anchor * (w - start_point).pow(2).sum()
         opt.zero_grad()
@@ -285,19 +362,19 @@ def mrr_guard(history: list[dict], corpora: list[str], key: str = "ict_mrr") -> 
     return all(last[name] >= start[name] for name in corpora)
 
 
-def _step(w: torch.nn.Parameter, batch: list, dstates: Packed, negatives: dict[str, list[int]],
-          cfg: TrainConfig, rng: random.Random) -> torch.Tensor:
+def _step(w: torch.nn.Parameter, batch: list, negatives: dict, cfg: TrainConfig,
+          rng: random.Random) -> torch.Tensor:
     """Contrastive loss of one batch: positive i against all batch documents.
 
-    A pair is (query states, row, positive states, row, query id or None);
-    only pairs with a query id get BM25 hard negatives.
+    A pair is (query states, row, positive states, row, query key or None);
+    only pairs with a key get hard negatives, (states, row) of `negatives[key]`.
     """
     queries = [(qsrc, qi) for qsrc, qi, _, _, _ in batch]
     docs: list[tuple[Packed, int]] = [(dsrc, di) for _, _, dsrc, di, _ in batch]
     for *_, qid in batch:
         pool = negatives.get(qid, []) if qid else []
         picks = rng.sample(pool, min(cfg.negatives, len(pool))) if pool else []
-        docs += [(dstates, n) for n in picks]
+        docs += picks
     q, qmask = _pad_mixed(queries)
     d, dmask = _pad_mixed(docs)
     scores = _scores(w, q, qmask, d, dmask) / cfg.temperature

@@ -94,6 +94,20 @@ def interpolate_ranking(first: Ranking, second: Ranking, weight: float) -> Ranki
     return rank(zip(docs, (weight * x + (1 - weight) * y for x, y in zip(a, b))))
 
 
+def rrf_ranking(first: Ranking, second: Ranking, rrf_k: int = RRF_K) -> Ranking:
+    """1 / (rrf_k + rank in first) + 1 / (rrf_k + rank in second) over the documents of `first`, ranks
+    from 1 in each ranking's score order (ties in its given order). A document of `first` missing from
+    `second` ranks just below all of `second`. (The late-interaction reranker's reciprocal-rank fusion.)
+    """
+    if rrf_k < 1:
+        raise InputError(f"rrf_k must be a whole number >= 1, got {rrf_k}")
+    ranks = [{d: r for r, (d, _) in enumerate(rank(hits), 1)} for hits in (first, second)]
+    below = len(ranks[1]) + 1
+    docs = [d for d, _ in first]
+    return rank(zip(docs, (1.0 / (rrf_k + ranks[0][d]) + 1.0 / (rrf_k + ranks[1].get(d, below))
+                           for d in docs)))
+
+
 def interpolate(run_a: Run, run_b: Run, weight: float = 0.5, depth: int | None = None) -> Run:
     """weight * minmax(a) + (1 - weight) * minmax(b) per query, over the union of hits."""
     if not 0.0 <= weight <= 1.0:

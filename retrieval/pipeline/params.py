@@ -95,6 +95,7 @@ PRECISIONS = (precisions.AUTO, *precisions.ENCODER_PRECISIONS)
 # test (eval/bench_neural.py; eval/results/neural.md, docs/design/late-interaction.md).
 RERANK_DEPTH = 100
 LATE_WEIGHT = 0.3
+LATE_FUSION = "interpolate"  # or "rrf" (reciprocal-rank fusion of the two rankings; LATE_WEIGHT unused)
 
 PARAMS: dict[str, Param] = {p.name: p for p in (
     _counter("hits", 1000, "results per query"),

@@ -1,0 +1,118 @@
+"""Train the late-interaction projections leave one collection out, and the shipped one on all of them.
+
+    python eval/train_late_loo.py --output-dir DIR [--workdir /tmp/late_loo] [--cache-dir DIR]
+        [--index-root DIR] [--only cacm cranfield ...] [--epochs 4] [--max-pairs 600]
+
+Training sources (retrieval.late.sources): the judged topics of CACM,
+Cranfield, Vaswani and SciFact *train*, and SQuAD 2.0 dev's answerable
+questions -> the paragraph that answers them (every article with a paragraph
+in xquad-en left out whole; at most --squad-questions of them). For each X of
+cacm, cranfield, vaswani, scifact, DIR/X/late.safetensors is trained on every
+source except X's (for scifact: no SciFact topics at all, train or test), and
+DIR/all/late.safetensors on all five sources (no SciFact test topic or
+judgement). Each source's held-out share of its queries (TrainConfig.holdout,
+seeded: train.heldout_queries) chooses the epoch (mean held-out nDCG@10 over
+the sources, epoch 0 = zero-shot); X's topics are never read by X's model.
+At most --max-pairs training pairs per source (a seeded sample) keep the
+sources balanced and training cheap; hard negatives from each source's BM25
+top `negative_depth`.
+
+Token states of the corpora are computed once (the index's zero-shot late
+store if it has one, else the scratch cache in --cache-dir). Indexes come
+from --index-root/X when it holds X's index, else are built (BM25 only) in
+--workdir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from retrieval.collections import load_documents  # noqa: E402
+from retrieval.index.native import Index, build_index  # noqa: E402
+from retrieval.late.config import TrainConfig  # noqa: E402
+
+COLLECTIONS = ("cacm", "cranfield", "vaswani", "scifact")
+TOPICS = {"cacm": "cacm", "cranfield": "cranfield", "vaswani": "vaswani", "scifact": "scifact:train"}
+SQUAD = "squad2-dev"
+
+
+def data_file(*parts: str) -> Path:
+    """A file of the bundled data directory ($RETRIEVAL_DATA)."""
+    from retrieval.collections import data_dir
+
+    return Path(data_dir(), *parts)
+
+
+def open_index(name: str, index_root: Path | None, workdir: Path) -> Index:
+    """X's index: --index-root/X when complete, else a BM25-only index built once in `workdir`."""
+    if index_root and (index_root / name / "manifest.json").is_file():
+        return Index.open(index_root / name)
+    path = workdir / name
+    if not (path / "manifest.json").is_file():
+        build_index(load_documents(name), path, source=f"collection:{name}", progress=False, force=True)
+    return Index.open(path)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--output-dir", type=Path, required=True)
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/late_loo"))
+    ap.add_argument("--cache-dir", type=Path, default=None)
+    ap.add_argument("--index-root", type=Path, default=None)
+    ap.add_argument("--only", nargs="*", default=[*COLLECTIONS, "all"])
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--max-pairs", type=int, default=600)
+    ap.add_argument("--squad-questions", type=int, default=1500)
+    ap.add_argument("--anchor", type=float, default=TrainConfig().anchor)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--holdout", type=float, default=0.3)
+    ap.add_argument("--negatives", type=int, default=TrainConfig().negatives)
+    ap.add_argument("--subset", nargs="*", default=[],
+                    help="collections whose corpus is encoded only where BM25's top 100 of its topics or its"
+                    " judgements reach (sources.top_and_judged), to save encoding time")
+    args = ap.parse_args()
+    import torch
+
+    from retrieval.late.encoder import TokenEncoder
+    from retrieval.late.sources import collection_source, squad_source, top_and_judged
+    from retrieval.late.train import train_sources
+
+    torch.set_num_threads(args.threads)
+    cfg = TrainConfig(epochs=args.epochs, anchor=args.anchor, holdout=args.holdout, negatives=args.negatives)
+    encoder = TokenEncoder(None, query_length=cfg.query_length, doc_length=cfg.doc_length,
+                           threads=args.threads,
+                           progress=False)
+    start = time.time()
+    needed = {c for held in args.only for c in COLLECTIONS if c != held}
+    sources = {}
+    for c in COLLECTIONS:
+        if c in needed:
+            index = open_index(c, args.index_root, args.workdir)
+            only = top_and_judged(index, [c]) if c in args.subset and "late" not in index.parts else None
+            sources[c] = collection_source(TOPICS[c], index, encoder, cfg, args.cache_dir, only=only)
+            print(f"{c}: {len(sources[c].qindex)} queries, {len(sources[c].held)} held out, "
+                  f"{len(sources[c].dindex)} documents", flush=True)
+    sources["squad"] = squad_source(data_file(SQUAD, "dev-v2.0.json"), encoder, cfg, args.workdir,
+                                    args.cache_dir, exclude=data_file("xquad-en", "xquad.en.json"),
+                                    limit=args.squad_questions, name=SQUAD)
+    print(f"sources ready in {time.time() - start:.0f}s", flush=True)
+    for held in args.only:
+        use = [s for c, s in sources.items() if c != held]
+        out = args.output_dir / held / "late.safetensors"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        info = train_sources(use, out, encoder.settings(), cfg, threads=args.threads,
+                             max_pairs=args.max_pairs,
+                             extra_info={"held_out_collection": None if held == "all" else held,
+                                         "squad_exclude": "xquad-en articles"})
+        brief = {k: v for k, v in info.items() if k not in ("history", "config")}
+        print(json.dumps({held: brief}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
