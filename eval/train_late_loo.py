@@ -5,8 +5,8 @@
 
 Training sources (retrieval.late.sources): the judged topics of CACM,
 Cranfield, Vaswani and SciFact *train*, and SQuAD 2.0 dev's answerable
-questions -> the paragraph that answers them (every article with a paragraph
-in xquad-en left out whole; at most --squad-questions of them). For each X of
+questions -> the paragraph that answers them (every paragraph whose text is in
+xquad-en left out with its questions; at most --squad-questions of them). For each X of
 cacm, cranfield, vaswani, scifact, DIR/X/late.safetensors is trained on every
 source except X's (for scifact: no SciFact topics at all, train or test), and
 DIR/all/late.safetensors on all five sources (no SciFact test topic or
@@ -65,7 +65,10 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/late_loo"))
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--index-root", type=Path, default=None)
-    ap.add_argument("--only", nargs="*", default=[*COLLECTIONS, "all"])
+    ap.add_argument("--only", nargs="*", default=[*COLLECTIONS, "all"],
+                    help="the models to train: held-out collections, and `all`")
+    ap.add_argument("--sources", nargs="*", default=list(COLLECTIONS),
+                    help="the judged collections that train (default all four; SQuAD always)")
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--max-pairs", type=int, default=600)
     ap.add_argument("--squad-questions", type=int, default=1500)
@@ -89,7 +92,7 @@ def main() -> None:
                            threads=args.threads,
                            progress=False)
     start = time.time()
-    needed = {c for held in args.only for c in COLLECTIONS if c != held}
+    needed = {c for held in args.only for c in args.sources if c != held}
     sources = {}
     for c in COLLECTIONS:
         if c in needed:
@@ -109,7 +112,7 @@ def main() -> None:
         info = train_sources(use, out, encoder.settings(), cfg, threads=args.threads,
                              max_pairs=args.max_pairs,
                              extra_info={"held_out_collection": None if held == "all" else held,
-                                         "squad_exclude": "xquad-en articles"})
+                                         "squad_exclude": "xquad-en paragraphs"})
         brief = {k: v for k, v in info.items() if k not in ("history", "config")}
         print(json.dumps({held: brief}), flush=True)
 

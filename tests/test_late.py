@@ -532,8 +532,8 @@ def test_training_on_several_sources(tmp_path, zero_shot):
 
 
 def test_squad_training_questions_leave_out_every_article_of_the_evaluation_file(tmp_path):
-    """DPR-style pairs from SQuAD: answerable questions -> their paragraph; an article with any paragraph in
-    the excluded file (xquad-en) goes whole, its other paragraphs too."""
+    """DPR-style pairs from SQuAD: answerable questions -> their paragraph; a paragraph in the excluded
+    file (xquad-en) goes with its questions, unanswerable questions go."""
     from retrieval.formats.squad import passage_id
     from retrieval.late.sources import squad_questions
 
@@ -555,7 +555,7 @@ def test_squad_training_questions_leave_out_every_article_of_the_evaluation_file
     (tmp_path / "train.json").write_text(json.dumps(train))
     (tmp_path / "held.json").write_text(json.dumps(held))
     passages, queries, qrels = squad_questions(tmp_path / "train.json", tmp_path / "held.json", None, 0)
-    assert list(queries) == ["a"] and qrels["a"] == {passage_id("Paris is in France."): 1}
-    assert [text for _, text in passages.values()] == ["Paris is in France."]
+    assert list(queries) == ["a", "d"] and qrels["a"] == {passage_id("Paris is in France."): 1}
+    assert [text for _, text in passages.values()] == ["Paris is in France.", "Oslo is in Norway."]
     _, everything, _ = squad_questions(tmp_path / "train.json", None, None, 0)
     assert list(everything) == ["a", "c", "d"]

@@ -34,6 +34,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default=None, help=PARAMS["checkpoint"].help)
     p.add_argument("--interpolate", type=float, default=None, metavar="W",
                    help=PARAMS["interpolate"].help)
+    p.add_argument("--fusion", choices=PARAMS["fusion"].choices, default=None,
+                   help=f"fusion with the run's scores: {PARAMS['fusion'].help} (default "
+                   f"{late.default('fusion')}, chosen on validation)")
     p.add_argument("--depth", type=int, default=late.default("depth"),  # ranges: checked by the registry
                    help=f"hits reranked per query (default {late.default('depth')})")
     threads_flag(p, "torch threads")
@@ -47,7 +50,7 @@ def run(args: argparse.Namespace) -> None:
 
     queries = collections.load_topics(args.topics, args.topic_field)
     stage = build("late", args.index, checkpoint=args.model, interpolate=args.interpolate,
-                  depth=args.depth, threads=args.threads, precision=args.precision)
+                  depth=args.depth, threads=args.threads, precision=args.precision, fusion=args.fusion)
     with naming_candidates(args.run_file):
         reranked = stage(queries, run_answering(args.run_file, queries))
     write_run_output(reranked, args.output, args.tag, "reranked")

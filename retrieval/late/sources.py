@@ -13,8 +13,11 @@ Sources:
   ``scifact:train``) over its index.
 - `squad_source`: SQuAD questions -> the paragraph that answers them (DPR
   style), the retrieval corpus being the file's paragraphs; unanswerable
-  questions are dropped, and every article with a paragraph that occurs in
-  the `exclude` file (xquad-en, where QA is evaluated) is left out whole.
+  questions are dropped, and so is every paragraph whose text occurs in the
+  `exclude` file (xquad-en, where QA is evaluated), with its questions (the
+  rule the reader's training follows, formats.squad.exclude_paragraphs: each
+  of squad2-dev's 16 articles has xquad-en paragraphs, so leaving out whole
+  articles would leave nothing).
 
 Document token states come from the index's late store when it holds
 zero-shot embeddings (unit-normalised frozen states, which a projection
@@ -125,15 +128,14 @@ def collection_source(topics: str, index: Index, encoder: TokenEncoder, cfg: Tra
 
 def squad_questions(path: str | Path, exclude: str | Path | None,
                     limit: int | None, seed: int) -> tuple[dict[str, tuple[str, str]], Queries, Qrels]:
-    """SQuAD paragraphs (id -> (title, text)), answerable questions and their paragraph as qrels; articles
-    with any paragraph in `exclude` left out whole; at most `limit` questions (a seeded sample)."""
-    from retrieval.formats.squad import paragraphs, passage_id, read_squad
+    """SQuAD paragraphs (id -> (title, text)), answerable questions and their paragraph as qrels; every
+    paragraph whose text is in `exclude` left out, with its questions; at most `limit` questions (a
+    seeded sample)."""
+    from retrieval.formats.squad import exclude_paragraphs, paragraphs, passage_id, read_squad
 
     examples = read_squad(path)
     if exclude:
-        banned = {ex.context for ex in read_squad(exclude)}
-        articles = {ex.title for ex in examples if ex.context in banned}
-        examples = [ex for ex in examples if ex.title not in articles and ex.context not in banned]
+        examples = exclude_paragraphs(examples, read_squad(exclude))
     passages = {pid: (t.replace("_", " "), x) for pid, (t, x) in paragraphs(examples).items()}
     answerable = [ex for ex in examples if not ex.impossible]
     if limit is not None and len(answerable) > limit:
