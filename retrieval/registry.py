@@ -101,13 +101,6 @@ def _native_sparse(model: str) -> Builder:
     return build
 
 
-def _no_filter(index: AnyIndex, v: dict[str, Any]) -> None:
-    """Filters run on single native indexes so far: refuse one elsewhere rather than ignore it."""
-    if v.get("filter") is not None:
-        raise InputError(f"filter is not supported on a {index.kind} index yet; search a single native"
-                         " index", index.path)
-
-
 def _fielded(name: str) -> Builder:
     def build(index: AnyIndex, **v: Any) -> Stage:
         from retrieval.sparse.fielded import BM25F, MultifieldBM25
@@ -140,8 +133,7 @@ def _lucene_sparse(model: str) -> Builder:
     def build(index: AnyIndex, **v: Any) -> Stage:
         from retrieval.lucene import LuceneBM25, LuceneQLD
 
-        _no_filter(index, v)
-        common = {n: v[n] for n in FEEDBACK + ("hits", "threads")} | _model_params(model, v)
+        common = {n: v[n] for n in FEEDBACK + ("hits", "threads", "filter")} | _model_params(model, v)
         return _rescoring_depth((LuceneBM25 if model == "bm25" else LuceneQLD)(index, **common), v)
     return build
 
@@ -170,11 +162,11 @@ def _native_dense(index: AnyIndex, **v: Any) -> Stage:
 def _sharded_dense(index: AnyIndex, **v: Any) -> Stage:
     from retrieval.shards.rankers import ShardedDense
 
-    _no_filter(index, v)
     for name in ("ef_search", "nprobe"):
         if v[name] is not None:
             raise InputError(f"{name} is not supported on a sharded index (its dense parts are flat)")
-    return ShardedDense(index, v["hits"], index.shard_backend(), v["encoder"], v["precision"], v["threads"])
+    return ShardedDense(index, v["hits"], index.shard_backend(), v["encoder"], v["precision"], v["threads"],
+                        filter=v["filter"])
 
 
 def _hybrid(index: AnyIndex, **v: Any) -> Stage:

@@ -18,8 +18,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from retrieval import storage
 from retrieval.errors import InputError, UnknownDocument
+from retrieval.index.filters import Filter, allow_mask, as_filter
 from retrieval.lucene import jvm
 from retrieval.lucene.indexer import LUCENE_DIR
 from retrieval.pipeline import params
@@ -109,20 +112,62 @@ def _open_searcher(directory: Path) -> Any:
         raise InputError(f"cannot open Lucene index ({jvm.java_error(e)})", directory) from None
 
 
+def filter_query(index: LuceneIndex, spec: Filter) -> tuple[int, Any]:
+    """(documents passing, a function wrapping a Lucene query with the filter).
+
+    The filter is evaluated over our doc store's metadata (index/filters.py's allow mask), and
+    becomes an exact doc-id set on Anserini's `id` field (indexed as one term per document): the
+    passing ids as a FILTER clause, or the failing ones as a MUST_NOT clause when they are
+    fewer. Neither clause scores, so a passing document's score is its unfiltered score.
+    """
+    if index.manifest is None:
+        raise InputError("a filter needs the doc store of an index built by `retrieval index"
+                         " --backend lucene` (metadata); this is a plain Anserini index", index.path)
+    from retrieval.index.native import Index
+
+    native = Index.open(index.path)
+    mask = allow_mask(spec, native).astype(bool)
+    ids = np.asarray(native.doc_id_list, dtype=object)
+    passing = int(mask.sum())
+    keep = passing <= len(mask) - passing
+    listed = ids[mask] if keep else ids[~mask]
+    builder = jvm.autoclass("org.apache.lucene.search.BooleanQuery$Builder")
+    occur = jvm.autoclass("org.apache.lucene.search.BooleanClause$Occur")
+    bytes_ref = jvm.autoclass("org.apache.lucene.util.BytesRef")
+    terms = jvm.autoclass("java.util.ArrayList")()
+    for doc_id in listed.tolist():
+        terms.add(bytes_ref(doc_id.encode("utf-8")))
+    id_set = jvm.autoclass("org.apache.lucene.search.TermInSetQuery")("id", terms)
+
+    def clause(query: Any) -> Any:
+        b = builder()
+        b.add(query, occur.MUST)
+        if keep or len(listed):
+            b.add(id_set, occur.FILTER if keep else occur.MUST_NOT)
+        return b.build()
+    return passing, clause
+
+
 class _LuceneStage(Stage):
     """Shared machinery: open the index, configure RM3, batch search."""
 
     def __init__(self, index: LuceneIndex | str | Path, *, hits: int = default("hits"), rm3: bool = False,
                  fb_docs: int = default("fb_docs"), fb_terms: int = default("fb_terms"),
-                 original_weight: float = default("original_weight"), threads: int = default("threads")):
+                 original_weight: float = default("original_weight"), threads: int = default("threads"),
+                 filter: object = None):
         params.check(hits=hits, threads=threads, rm3=rm3, fb_docs=fb_docs, fb_terms=fb_terms,
                      original_weight=original_weight)
         self.index = _as_lucene(index)
+        self.filter = as_filter(filter)
+        if self.filter is not None and rm3:
+            raise InputError("RM3 with a filter is not supported on the Lucene backend (Anserini's RM3"
+                             " searches its expanded query unfiltered); use the native backend")
         self.directory = self.index.directory
         self.hits, self.threads, self.rm3 = hits, threads, rm3
         self.fb_docs, self.fb_terms, self.original_weight = fb_docs, fb_terms, original_weight
         self._searcher = _open_searcher(self.directory)
         self._configure(self._searcher)
+        self._filter_query = None if self.filter is None else filter_query(self.index, self.filter)
         if rm3:
             self._enable_rm3()
 
@@ -156,6 +201,8 @@ class _LuceneStage(Stage):
 
     def _params(self) -> dict[str, Any]:
         params: dict[str, Any] = {"hits": self.hits}
+        if self.filter is not None:
+            params["filter"] = self.filter.to_expression()
         if self.rm3:
             params.update(rm3=True, fb_docs=self.fb_docs, fb_terms=self.fb_terms,
                           original_weight=self.original_weight)
@@ -172,6 +219,8 @@ class _LuceneStage(Stage):
         for qid, text in queries.items():
             if not str(text).strip():
                 raise InputError(f"query {qid!r} is empty")
+        if self.filter is not None:
+            return self._filtered(queries)
         array_list = jvm.autoclass("java.util.ArrayList")
         texts, qids = array_list(), array_list()
         for qid, text in queries.items():
@@ -187,6 +236,23 @@ class _LuceneStage(Stage):
             found = results.get(str(qid))
             if found is None:
                 raise RuntimeError(f"Lucene returned no result list for query {qid!r}")
+            rankings[qid] = [(hit.docid, float(hit.score)) for hit in found]
+        return Run(rankings)
+
+    def _filtered(self, queries: Queries) -> Run:
+        """Each query's top `hits` among the documents the filter passes: the query as Anserini
+        builds it (bag of words over `contents`), required, and the filter as a non-scoring clause
+        (filters.py's lucene_filter), so Lucene collects passing documents only, scored as ever."""
+        passing, clause = self._filter_query
+        if passing == 0:
+            return Run({qid: [] for qid in queries})
+        rankings = {}
+        for qid, text in queries.items():
+            query = self._searcher.generator.buildQuery("contents", self._searcher.analyzer, str(text))
+            try:
+                found = self._searcher.search(clause(query), self.hits)
+            except Exception as e:  # jnius.JavaException, e.g. TooManyClauses for a very long query
+                raise InputError(f"Lucene cannot search query {qid!r}: {jvm.java_error(e)}") from None
             rankings[qid] = [(hit.docid, float(hit.score)) for hit in found]
         return Run(rankings)
 

@@ -169,10 +169,14 @@ class ShardedDense(ShardedStage):
     name = "dense"
 
     def __init__(self, index: ShardedIndex, hits: int = default("hits"), backend: ShardBackend | None = None,
-                 model: Any = None, precision: str | None = None, threads: int | None = None):
+                 model: Any = None, precision: str | None = None, threads: int | None = None,
+                 filter: str | None = None):
         from retrieval.dense.retriever import part_encoder
 
         super().__init__(index, hits, backend, threads or 1)
+        if filter is not None:
+            parse_filter(filter)  # a malformed filter is refused here, not by every shard
+        self.filter = filter  # each shard searches only its passing vectors
         if not index.has("dense"):
             raise InputError("this index has no dense part; build it with one (`retrieval index"
                              " --collection ... --dense`, with --shards N for shards)", index.path)
@@ -185,5 +189,6 @@ class ShardedDense(ShardedStage):
         if empty:
             raise InputError(f"empty query text for query id(s) {', '.join(empty[:5])}")
         vectors = self.encoder.encode(list(queries.values()), desc="encoding queries")
-        results = self.backend.broadcast("dense_search", vectors, self.hits, self.encoder.threads)
+        results = self.backend.broadcast("dense_search", vectors, self.hits, self.encoder.threads,
+                                         self.filter)
         return self.to_run(list(queries), merge(results, len(queries), self.hits, len(self.index.shards)))

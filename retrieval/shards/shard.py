@@ -145,26 +145,56 @@ class ShardSearcher:
         faiss_index, doc_ids, _ = load_dense_part(self.path)
         return faiss_index, doc_ids
 
-    def dense_search(self, vectors: np.ndarray, k: int, threads: int = 1) -> list[Hits]:
-        """Each query vector's top k here by inner product, ordered by score then doc id."""
+    def dense_search(self, vectors: np.ndarray, k: int, threads: int = 1,
+                     filter: str | None = None) -> list[Hits]:
+        """Each query vector's top k here by inner product, ordered by score then doc id; with a
+        filter, of the passing (and not deleted) documents only, exactly (index/filters.py)."""
         import faiss
 
         faiss_index, doc_ids = self.dense
         faiss.omp_set_num_threads(max(1, threads))
+        x = np.ascontiguousarray(vectors, dtype=np.float32)
+        if filter is not None:
+            return self._dense_filtered(x, k, self.dense_rows_allow(filter))
         deleted = self.deleted_ids
-        scores, rows = faiss_index.search(np.ascontiguousarray(vectors, dtype=np.float32),
-                                          min(k + len(deleted), faiss_index.ntotal))
+        scores, rows = faiss_index.search(x, min(k + len(deleted), faiss_index.ntotal))
         out = []
         for s, r in zip(scores, rows):
             keep = r >= 0
             if len(deleted):
                 keep &= ~np.isin(doc_ids[np.maximum(r, 0)], deleted)
-            ids, values = doc_ids[r[keep]], s[keep].astype(np.float64)
-            order = np.lexsort((ids, -values))[:k]
-            out.append((ids[order], values[order]))
+            out.append(_ranked(doc_ids[r[keep]], s[keep], k))
         return out
+
+    def dense_rows_allow(self, filter: str) -> np.ndarray:
+        """The allow mask (deleted documents left out) by row of the shard's dense part."""
+        _, doc_ids = self.dense
+        docno = self.index.docno
+        return self.allow(filter)[np.array([docno[str(d)] for d in doc_ids], dtype=np.int64)]
+
+    def _dense_filtered(self, x: np.ndarray, k: int, allow: np.ndarray) -> list[Hits]:
+        """Top k of the passing rows of a flat part: FAISS scores only them (IDSelectorBitmap)."""
+        import faiss
+
+        faiss_index, doc_ids = self.dense
+        passing = int(np.count_nonzero(allow))
+        if min(k, passing) == 0:
+            return [(doc_ids[:0], np.zeros(0)) for _ in range(len(x))]
+        if not isinstance(faiss_index, faiss.IndexFlat):
+            raise InputError("a filter on sharded dense search needs flat dense parts", self.path)
+        bits = np.packbits(allow.astype(bool), bitorder="little")
+        selector = faiss.IDSelectorBitmap(len(allow), faiss.swig_ptr(bits))
+        scores, rows = faiss_index.search(x, min(k, passing), params=faiss.SearchParameters(sel=selector))
+        return [_ranked(doc_ids[r[r >= 0]], s[r >= 0], k) for s, r in zip(scores, rows)]
 
     @cached_property
     def deleted_ids(self) -> np.ndarray:
         """Doc ids of this segment's deleted documents."""
         return self.index.doc_ids[self.deleted]
+
+
+def _ranked(ids: np.ndarray, scores: np.ndarray, k: int) -> Hits:
+    """(ids, float64 scores) ordered by score descending, doc id ascending, first k."""
+    values = scores.astype(np.float64)
+    order = np.lexsort((ids, -values))[:k]
+    return ids[order], values[order]
