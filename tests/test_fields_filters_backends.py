@@ -104,3 +104,24 @@ def test_lucene_filter_equals_brute_force(docs, tmp_path_factory, name):
                                    atol=1e-6 * len(docs))
     with pytest.raises(Exception, match="RM3 with a filter"):
         build(name, path, rm3=True, filter="year > 1990")
+
+
+def test_top_level_yaml_filter_reaches_every_pipeline(tmp_path):
+    from retrieval.errors import InputError
+    from retrieval.experiments.config import load_config
+
+    config = tmp_path / "c.yaml"
+    config.write_text("collection: cacm\nbaseline: a\nfilter: year >= 1970\npipelines:\n  a: bm25\n"
+                      "  b: [{model: bm25, cutoff: 20, filter: 'venue = \"CACM\"'}, late]\n"
+                      "  c: {model: bm25f, rm3: true}\n")
+    pipelines = load_config(config).pipelines
+    assert pipelines["a"][0].params["filter"] == "year >= 1970"
+    assert pipelines["b"][0].params["filter"] == '(year >= 1970) and (venue = "CACM")'
+    assert pipelines["b"][1].params["filter"] == "year >= 1970"  # the reranker drops failing ones too
+    assert pipelines["c"][0].params["filter"] == "year >= 1970"
+    config.write_text("collection: cacm\nbaseline: a\nfilter: year >= 1970\npipelines:\n  a: rocchio\n")
+    with pytest.raises(InputError, match="takes no filter"):
+        load_config(config)
+    config.write_text("collection: cacm\nbaseline: a\nfilter: year >=\npipelines:\n  a: bm25\n")
+    with pytest.raises(InputError, match="filter: expected a value"):
+        load_config(config)
