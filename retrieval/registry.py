@@ -103,12 +103,16 @@ def _native_sparse(model: str) -> Builder:
 
 def _fielded(name: str) -> Builder:
     def build(index: AnyIndex, **v: Any) -> Stage:
-        from retrieval.sparse.fielded import BM25F, MultifieldBM25
+        from retrieval.sparse.fielded import BM25F, MultifieldBM25, MultifieldQLD
         from retrieval.sparse.rankers import RM3
 
-        common = {n: v[n] for n in ("k1", "b", "field_weights", "hits", "threads", "filter")}
-        stage = MultifieldBM25(index, **common) if name == "multifield" else BM25F(index, **common,
-                                                                                   field_b=v["field_b"])
+        common = {n: v[n] for n in ("field_weights", "hits", "threads", "filter")}
+        if name == "multifield_qld":
+            stage: Stage = MultifieldQLD(index, mu=v["mu"], **common)
+        elif name == "multifield":
+            stage = MultifieldBM25(index, k1=v["k1"], b=v["b"], **common)
+        else:
+            stage = BM25F(index, k1=v["k1"], b=v["b"], field_b=v["field_b"], **common)
         return _feedback(RM3, stage, v)
     return build
 
@@ -276,6 +280,8 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
     Ranker("qljm", "query likelihood, Jelinek-Mercer smoothing", ("lam",) + SPARSE, sparse_builders("qljm")),
     Ranker("multifield", "Anserini's multifield BM25: per-field BM25 summed (index built with --fields)",
            ("k1", "b", "field_weights") + SPARSE, {"native": _fielded("multifield")}),
+    Ranker("multifield_qld", "query likelihood per field: per-field Dirichlet QL, weighted and summed"
+           " (--fields)", ("mu", "field_weights") + SPARSE, {"native": _fielded("multifield_qld")}),
     Ranker("bm25f", "BM25F: field-weighted, per-field length-normalised tf, one saturation (--fields)",
            ("k1", "b", "field_weights", "field_b") + SPARSE, {"native": _fielded("bm25f")}),
     Ranker("dense", "bi-encoder over the index's FAISS part", NEURAL + ("filter", "ef_search", "nprobe"),
