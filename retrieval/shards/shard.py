@@ -55,6 +55,7 @@ class ShardSearcher:
             self.stats, deleted = load_generation_statistics(self.index, Path(generation))
             self.deleted[deleted] = True
         self.live = generation is not None
+        self.generation = None if generation is None else Path(generation)
         self._searchers: dict[Any, ImpactSearcher] = {}
         self._masks: dict[str, np.ndarray] = {}
 
@@ -124,6 +125,44 @@ class ShardSearcher:
                              and (allow is None or allow[docno[d]])], dtype=np.int64)
             out.append((self.index.doc_ids[docs], self.searcher(model).score(self.weighted(bag), docs)))
         return out
+
+    def fielded(self, name: str, params: tuple) -> Any:
+        """A fielded ranker (sparse/fielded.py: multifield, multifield_qld, bm25f) over this shard with
+        the collection-wide statistics of every field (and of the flat part, for BM25F's idf), built
+        once per parameters: the single fielded index's scores, bit for bit."""
+        key = (name, params)
+        if key not in self._searchers:
+            from retrieval.sparse.fielded import FIELDED
+
+            stats = {f: self.field_stats(f) for f in self.index.fields} | {None: self.stats}
+            ranker = FIELDED[name](self.index, **dict(params), stats=stats)
+            ranker._warned = _NoWarnings()  # the manager warns once about queries with no known terms
+            self._searchers[key] = ranker
+        return self._searchers[key]
+
+    def field_stats(self, field: str) -> CollectionStats:
+        """A field's collection-wide statistics: the sharded index's or the live generation's."""
+        if self.generation is None:
+            return load_shard_statistics(self.index, field)
+        return load_generation_statistics(self.index, self.generation, field)[0]
+
+    def search_fielded(self, name: str, params: tuple, bags: list[dict[str, float]], k: int,
+                       threads: int = 1, filter: str | None = None) -> tuple[list[Hits], list[int]]:
+        """Each query's top k here under a fielded ranker, failing and deleted documents kept out
+        inside the top k; and how many of its terms this shard's flat part knows."""
+        ranker = self.fielded(name, params)
+        allow = self.allow(filter)
+        if allow is None and self.deleted.any():
+            allow = (~self.deleted).astype(np.uint8)
+        ranker.__dict__["allow"] = allow
+        ranker.threads = threads
+        run = ranker.search_many({str(i): bag for i, bag in enumerate(bags)}, k)
+        hits = []
+        for i in range(len(bags)):
+            ranking = run.get(str(i), [])
+            ids = np.array([d for d, _ in ranking], dtype=self.index.doc_ids.dtype)
+            hits.append((ids, np.array([s for _, s in ranking], dtype=np.float64)))
+        return hits, [len(self.weighted(bag)) for bag in bags]
 
     @cached_property
     def eligible(self) -> np.ndarray:
@@ -198,3 +237,10 @@ def _ranked(ids: np.ndarray, scores: np.ndarray, k: int) -> Hits:
     values = scores.astype(np.float64)
     order = np.lexsort((ids, -values))[:k]
     return ids[order], values[order]
+
+
+class _NoWarnings(set):
+    """A ranker's warned-about queries, claiming them all: a shard never warns (the manager does)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True

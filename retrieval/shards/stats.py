@@ -20,7 +20,7 @@ import numpy as np
 from retrieval import storage
 from retrieval.errors import InputError
 from retrieval.index.impacts import CollectionStats
-from retrieval.index.native import Index
+from retrieval.index.native import FIELD_PART, Index
 from retrieval.index.postings import InvertedIndex, write_terms
 
 PART = "global"
@@ -60,34 +60,56 @@ def write_vocabulary(out: Path, terms: list[str], df: np.ndarray, cf: np.ndarray
     storage.save_array(out / "cf.npy", cf)
 
 
-def write_global_statistics(root: Path, shard_dirs: list[Path]) -> dict[str, Any]:
-    """Write `root/global/` and each shard's `global/` part; returns the collection statistics."""
+def write_global_statistics(root: Path, shard_dirs: list[Path], fields: list[str] | tuple = ()
+                            ) -> dict[str, Any]:
+    """Write `root/global/` and each shard's `global/` part (and, for each of `fields`, the same
+    for the field's part as `global.field.NAME/`); returns the collection statistics."""
     shards = [InvertedIndex(d / "inverted") for d in shard_dirs]
-    terms, df, cf = merge_vocabularies(shards)
+    _write_part_statistics(root, shard_dirs, shards, PART)
+    for name in fields:
+        parts = [InvertedIndex(d / f"{FIELD_PART}{name}") for d in shard_dirs]
+        _write_part_statistics(root, shard_dirs, parts, field_stats_part(name))
+    terms = set().union(*(s.terms for s in shards))
     scalars = collection_scalars(shards)
-    write_vocabulary(root / PART, terms, df, cf)
-    position = {t: i for i, t in enumerate(terms)}
-    for shard_dir, shard in zip(shard_dirs, shards):
-        ids = global_ids(shard.terms, position)
-        target = shard_dir / PART
-        with storage.atomic_directory(target) as tmp:
-            storage.save_array(tmp / "df.npy", df[ids])
-            storage.save_array(tmp / "cf.npy", cf[ids])
-        storage.add_part(shard_dir, PART, dict(scalars, unique_terms=len(terms)), target)
     return {"documents": scalars["num_docs"], "unique_terms": len(terms),
             "total_terms": scalars["total_terms"], "postings": sum(s.posting_count for s in shards)}
 
 
-def load_shard_statistics(index: Index) -> CollectionStats:
-    """The collection statistics stored in a shard's `global/` part, for its term ids."""
-    entry = index.parts.get(PART)
+def field_stats_part(field: str) -> str:
+    """The part holding a field's collection-wide statistics (`global.field.NAME`)."""
+    return f"{PART}.{FIELD_PART}{field}"
+
+
+def _write_part_statistics(root: Path, shard_dirs: list[Path], shards: list[InvertedIndex],
+                           part: str) -> None:
+    """The merged vocabulary of one inverted part into `root/part/`, each shard's df, cf (by its
+    term ids) and the collection scalars into its `part/`."""
+    terms, df, cf = merge_vocabularies(shards)
+    scalars = collection_scalars(shards)
+    write_vocabulary(root / part, terms, df, cf)
+    position = {t: i for i, t in enumerate(terms)}
+    for shard_dir, shard in zip(shard_dirs, shards):
+        ids = global_ids(shard.terms, position)
+        target = shard_dir / part
+        with storage.atomic_directory(target) as tmp:
+            storage.save_array(tmp / "df.npy", df[ids])
+            storage.save_array(tmp / "cf.npy", cf[ids])
+        storage.add_part(shard_dir, part, dict(scalars, unique_terms=len(terms)), target)
+
+
+def load_shard_statistics(index: Index, field: str | None = None) -> CollectionStats:
+    """The collection statistics stored in a shard's `global/` part (or its field's), for its term ids."""
+    part = PART if field is None else field_stats_part(field)
+    entry = index.parts.get(part)
     if entry is None:
-        raise InputError("shard has no global statistics part; rebuild the sharded index", index.path)
-    root = index.path / PART
+        raise InputError(f"shard has no global statistics part {part!r}; rebuild the sharded index",
+                         index.path)
+    inverted = index.inverted if field is None else index.field_index(field)
+    root = index.path / part
     df, cf = storage.load_array(root / "df.npy"), storage.load_array(root / "cf.npy")
-    if len(df) != index.inverted.num_terms or len(cf) != len(df):
+    if len(df) != inverted.num_terms or len(cf) != len(df):
         raise InputError(f"global statistics cover {len(df)} terms, the shard has"
-                         f" {index.inverted.num_terms}; rebuild the sharded index", root)
+                         f" {inverted.num_terms}; rebuild the sharded index", root)
     return CollectionStats(**{k: int(entry[k]) for k in SCALARS}, df=np.asarray(df), cf=np.asarray(cf))
 
 

@@ -72,9 +72,10 @@ class FieldedPostings:
     numbered after the terms of the fields before f. Impacts are each field's own, of `model`
     (BM25 or Dirichlet QL) on that field's statistics."""
 
-    def __init__(self, index: Index, fields: list[str], model: ImpactModel):
+    def __init__(self, index: Index, fields: list[str], model: ImpactModel,
+                 stats: dict[str, CollectionStats] | None = None):
         parts = [index.field_index(f) for f in fields]
-        impacts = [impacts_for(model, p) for p in parts]
+        impacts = [impacts_for(model, p, (stats or {}).get(f)) for f, p in zip(fields, parts)]
         self.num_docs = index.num_docs
         self.term_offsets = np.cumsum([0] + [p.num_terms for p in parts])
         posting_offsets = np.cumsum([0] + [len(p.docnos) for p in parts])
@@ -87,6 +88,9 @@ class FieldedPostings:
                                + [np.array([table_offsets[-1]])]).astype(np.int64)
         self.impacts = Impacts(codes, np.concatenate([np.asarray(i.table) for i in impacts]), bases)
         self.term_ids = [p.term_ids for p in parts]
+        # with collection-wide statistics (a shard, a live segment), a term no live document of the
+        # collection holds in a field is unknown there, as in a fresh build of the live documents
+        self.known = [None if stats is None else np.asarray(stats[f].df) > 0 for f in fields]
 
 
 class MultifieldBM25(SparseRanker):
@@ -96,12 +100,15 @@ class MultifieldBM25(SparseRanker):
 
     def __init__(self, index: Index | str | Path, k1: float = default("k1"), b: float = default("b"),
                  field_weights: str | None = None, hits: int = default("hits"),
-                 threads: int = default("threads"), filter: object = None):
+                 threads: int = default("threads"), filter: object = None,
+                 stats: dict[str, CollectionStats] | None = None):
         params.check(k1=k1, b=b)
-        self._fielded(index, field_weights, BM25Model(k1, b), hits, threads, filter)
+        self._fielded(index, field_weights, BM25Model(k1, b), hits, threads, filter, stats)
 
     def _fielded(self, index: Index | str | Path, field_weights: str | None, model: ImpactModel,
-                 hits: int, threads: int, filter: object) -> None:
+                 hits: int, threads: int, filter: object, stats: dict[str, CollectionStats] | None) -> None:
+        """`stats`: collection-wide statistics by field name (a shard's or a live segment's)."""
+        self.stats = stats
         index = native_index(index)
         self.fields = index_fields(index)
         weights = parse_field_values(field_weights, self.fields, "field_weights")
@@ -110,7 +117,7 @@ class MultifieldBM25(SparseRanker):
 
     @cached_property
     def postings(self) -> FieldedPostings:
-        return FieldedPostings(self.index, self.fields, self.model)
+        return FieldedPostings(self.index, self.fields, self.model, self.stats)
 
     @cached_property
     def searcher(self) -> ImpactSearcher:
@@ -121,9 +128,9 @@ class MultifieldBM25(SparseRanker):
         in sorted term order within a field (Anserini's sum of one query per field)."""
         postings = self.postings
         query = [(int(postings.term_offsets[f]) + ids[t], float(w) * fw)
-                 for f, (ids, fw) in enumerate(zip(postings.term_ids, self.weights)) if fw > 0
-                 for t, w in sorted(terms.items()) if t in ids]
-        if not query:
+                 for f, (ids, fw, known) in enumerate(zip(postings.term_ids, self.weights, postings.known))
+                 if fw > 0 for t, w in sorted(terms.items()) if t in ids and (known is None or known[ids[t]])]
+        if not query and self.stats is None:
             super().weighted({}, qid)  # the warning
         return query
 
@@ -140,9 +147,10 @@ class MultifieldQLD(MultifieldBM25):
     name = "multifield_qld"
 
     def __init__(self, index: Index | str | Path, mu: float = default("mu"), field_weights: str | None = None,
-                 hits: int = default("hits"), threads: int = default("threads"), filter: object = None):
+                 hits: int = default("hits"), threads: int = default("threads"), filter: object = None,
+                 stats: dict[str, CollectionStats] | None = None):
         params.check(mu=mu)
-        self._fielded(index, field_weights, DirichletModel(mu), hits, threads, filter)
+        self._fielded(index, field_weights, DirichletModel(mu), hits, threads, filter, stats)
 
 
 class BM25F(SparseRanker):
@@ -152,9 +160,12 @@ class BM25F(SparseRanker):
 
     def __init__(self, index: Index | str | Path, k1: float = default("k1"), b: float = default("b"),
                  field_weights: str | None = None, field_b: str | None = None,
-                 hits: int = default("hits"), threads: int = default("threads"), filter: object = None):
+                 hits: int = default("hits"), threads: int = default("threads"), filter: object = None,
+                 stats: dict[str, CollectionStats] | None = None):
+        """`stats`: collection-wide statistics by field name, and the flat part's under None."""
         params.check(k1=k1, b=b)
         index = native_index(index)
+        self.stats = stats
         self.fields = index_fields(index)
         weights = parse_field_values(field_weights, self.fields, "field_weights")
         bs = parse_field_values(field_b, self.fields, "field_b", 0.0, 1.0)
@@ -171,7 +182,7 @@ class BM25F(SparseRanker):
             if w <= 0:
                 continue
             part = self.index.field_index(name)
-            stats = CollectionStats.of(part)
+            stats = self.stats[name] if self.stats else CollectionStats.of(part)
             avg = float(stats.total_terms) / max(stats.doc_count, 1)
             lengths = quantised_lengths(part.doc_lengths)
             out.append((part, w / (1.0 - b + b * lengths / avg) if avg > 0 else np.full(part.num_docs, w)))
@@ -180,8 +191,8 @@ class BM25F(SparseRanker):
     @cached_property
     def _flat_idf(self) -> tuple[dict[str, int], np.ndarray]:
         flat = self.index.inverted
-        stats = CollectionStats.of(flat)
-        df = np.asarray(flat.df, dtype=np.float64)
+        stats = self.stats[None] if self.stats else CollectionStats.of(flat)
+        df = np.asarray(stats.df, dtype=np.float64)
         return flat.term_ids, log(1.0 + (stats.doc_count - df + 0.5) / (df + 0.5))
 
     def score_all(self, terms: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
@@ -246,3 +257,6 @@ class BM25F(SparseRanker):
             order = np.lexsort((docs, -full[docs]))
             out[qid] = self.ranking(docs[order], full[docs][order])
         return Run(out)
+
+
+FIELDED = {"multifield": MultifieldBM25, "multifield_qld": MultifieldQLD, "bm25f": BM25F}  # by ranker name
