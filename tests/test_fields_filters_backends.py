@@ -151,3 +151,64 @@ def test_multifield_qld_is_per_field_query_likelihood(docs, tmp_path):
         got = dict(both.get(q, []))
         assert got.keys() == {d for d, s in expected.items() if s > 0 or d in got}
         assert all(abs(got[d] - expected[d]) < 1e-9 for d in got)
+
+
+FIELDED = [("multifield", {"field_weights": "title=2"}), ("multifield_qld", {"mu": 50}),
+           ("bm25f", {"field_b": "title=0.2", "field_weights": "title=2.5"}),
+           ("multifield", {"rm3": True, "fb_docs": 3})]
+
+
+def _same_runs(got_path, want_path, filters) -> None:
+    for name, extra in FIELDED:
+        for expression in filters:
+            want = build(name, want_path, hits=20, filter=expression, **extra)(QUERIES)
+            assert build(name, got_path, hits=20, filter=expression, **extra)(QUERIES) == want, \
+                (name, extra, expression)
+
+
+def test_sharded_fielded_index_equals_the_single_fielded_index(docs, tmp_path):
+    """Per-field collection-wide statistics: every fielded ranker (and RM3 over it), filtered or
+    not, gives the single fielded index's Run, scores bit for bit."""
+    from retrieval.errors import InputError
+    from retrieval.shards.build import build_sharded_index
+
+    build_index(docs, tmp_path / "single", progress=False, fields=["title", "text"])
+    build_sharded_index(docs, tmp_path / "sharded", 3, progress=False, fields=["title", "text"])
+    _same_runs(tmp_path / "sharded", tmp_path / "single", [None, 'year >= 1990 or tags = "red"'])
+    meta = {d.id: d.metadata for d in docs}
+    rng = random.Random(4)
+    for name, extra in FIELDED[:3]:  # random filters against brute force over the single index
+        full = build(name, tmp_path / "single", hits=len(docs), **extra)(QUERIES)
+        for _ in range(4):
+            expression, passes = _random_filter(rng)
+            for k in (1, 10):
+                got = build(name, tmp_path / "sharded", hits=k, filter=expression, **extra)(QUERIES)
+                for q in QUERIES:
+                    assert list(got.get(q, [])) == [(d, x) for d, x in full.get(q, []) if passes(meta[d])][:k]
+    # flat rankers on the fielded shards are unchanged too
+    assert build("bm25", tmp_path / "sharded", hits=20)(QUERIES) == build("bm25", tmp_path / "single",
+                                                                        hits=20)(QUERIES)
+    build_sharded_index(docs, tmp_path / "flat", 2, progress=False)
+    with pytest.raises(InputError, match="needs fields"):
+        build("multifield", tmp_path / "flat")
+    with pytest.raises(InputError, match="no field 'head'"):
+        build("multifield", tmp_path / "sharded", field_weights="head=2")
+
+
+def test_live_fielded_index_equals_a_fresh_fielded_build(docs, tmp_path):
+    """Adds and deletes on a fielded index (native or sharded at first), then a merge of segments:
+    each time the runs equal a fresh fielded build of the live documents."""
+    from retrieval.shards.build import build_sharded_index
+    from retrieval.shards.live import add_documents, delete_documents, optimize
+
+    live_docs = [d for i, d in enumerate(docs) if i % 7]
+    build_index(live_docs, tmp_path / "fresh", progress=False, fields=["title", "text"])
+    build_index(docs[:150], tmp_path / "native", progress=False, fields=["title", "text"])
+    build_sharded_index(docs[:150], tmp_path / "sharded", 2, progress=False, fields=["title", "text"])
+    for path in (tmp_path / "native", tmp_path / "sharded"):
+        add_documents(path, docs[150:210])
+        add_documents(path, docs[210:])
+        delete_documents(path, [d.id for d in docs[::7]])
+        _same_runs(path, tmp_path / "fresh", [None, 'not tags = "retracted" and year < 1995'])
+    optimize(tmp_path / "native", progress=False)
+    _same_runs(tmp_path / "native", tmp_path / "fresh", [None])
