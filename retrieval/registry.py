@@ -122,10 +122,16 @@ def _sharded_fielded(name: str) -> Builder:
         from retrieval.shards.rankers import ShardedFielded, ShardedRM3
 
         own = {"multifield": ("k1", "b"), "multifield_qld": ("mu",), "bm25f": ("k1", "b", "field_b")}[name]
-        stage = ShardedFielded(index, name, v["hits"], index.shard_backend(), v["threads"], filter=v["filter"],
+        stage = ShardedFielded(index, name, v["hits"], index.shard_backend(), v["threads"],
+                               filter=v["filter"],
                                field_weights=v["field_weights"], **{n: v[n] for n in own})
         return _feedback(ShardedRM3, stage, v)
     return build
+
+
+def fielded_builders(name: str) -> dict[str, Builder]:
+    """The native and sharded (and live) builders of a fielded ranker (sparse/fielded.py)."""
+    return {"native": _fielded(name), "sharded": _sharded_fielded(name)}
 
 
 def _sharded_sparse(model: str) -> Builder:
@@ -290,11 +296,11 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
            sparse_builders("qld") | {"lucene": _lucene_sparse("qld")}),
     Ranker("qljm", "query likelihood, Jelinek-Mercer smoothing", ("lam",) + SPARSE, sparse_builders("qljm")),
     Ranker("multifield", "Anserini's multifield BM25: per-field BM25 summed (index built with --fields)",
-           ("k1", "b", "field_weights") + SPARSE, {"native": _fielded("multifield"), "sharded": _sharded_fielded("multifield")}),
+           ("k1", "b", "field_weights") + SPARSE, fielded_builders("multifield")),
     Ranker("multifield_qld", "query likelihood per field: per-field Dirichlet QL, weighted and summed"
-           " (--fields)", ("mu", "field_weights") + SPARSE, {"native": _fielded("multifield_qld"), "sharded": _sharded_fielded("multifield_qld")}),
+           " (--fields)", ("mu", "field_weights") + SPARSE, fielded_builders("multifield_qld")),
     Ranker("bm25f", "BM25F: field-weighted, per-field length-normalised tf, one saturation (--fields)",
-           ("k1", "b", "field_weights", "field_b") + SPARSE, {"native": _fielded("bm25f"), "sharded": _sharded_fielded("bm25f")}),
+           ("k1", "b", "field_weights", "field_b") + SPARSE, fielded_builders("bm25f")),
     Ranker("dense", "bi-encoder over the index's FAISS part", NEURAL + ("filter", "ef_search", "nprobe"),
            {"native": _native_dense, "sharded": _sharded_dense}, needs_parts=("dense",)),
     Ranker("hybrid", "BM25 fused with dense",

@@ -5,7 +5,6 @@ search, fields on sharded and live indexes, fielded query likelihood, each again
 from __future__ import annotations
 
 import random
-import shutil
 
 import numpy as np
 import pytest

@@ -75,7 +75,8 @@ def build_shards(parts: list[list[Document]], root: Path, source: str, analyzer:
         with ProcessPoolExecutor(min(workers, len(parts), available_cpus()), mp_context=context,
                                  initializer=ignore_interrupts) as pool:
             with workers_ignore_interrupts():  # the processes start as jobs are submitted
-                jobs = [pool.submit(_build_one, docs, path, f"{source} {path.name}", analyzer.settings, fields)
+                jobs = [pool.submit(_build_one, docs, path, f"{source} {path.name}", analyzer.settings,
+                                    fields)
                         for docs, path in zip(parts, dirs)]
             for job in jobs:
                 job.result()

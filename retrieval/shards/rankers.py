@@ -135,9 +135,9 @@ class ShardedFielded(ShardedSparse):
                              " title,text", index.path)
         from retrieval.sparse.fielded import parse_field_values
 
-        for key, what, high in (("field_weights", "field_weights", float("inf")), ("field_b", "field_b", 1.0)):
+        for key, high in (("field_weights", float("inf")), ("field_b", 1.0)):
             if params.get(key) is not None:
-                parse_field_values(params[key], index.fields, what, 0.0, high)  # refused here, once
+                parse_field_values(params[key], index.fields, key, 0.0, high)  # refused here, once
         if filter is not None:
             parse_filter(filter)
         self.filter, self.name = filter, name
