@@ -101,8 +101,16 @@ def test_lucene_filter_equals_brute_force(docs, tmp_path_factory, name):
                 assert [d for d, _ in got.get(q, [])] == [d for d, _ in want], (expression, k, q)
                 assert np.allclose([s for _, s in got.get(q, [])], [s for _, s in want], rtol=0,
                                    atol=1e-6 * len(docs))
-    with pytest.raises(Exception, match="RM3 with a filter"):
-        build(name, path, rm3=True, filter="year > 1990")
+    # RM3: Anserini's cascade given the filter; with a filter everything passes it is Anserini's RM3
+    everything = build(name, path, hits=30, rm3=True, fb_docs=3)(QUERIES)
+    assert build(name, path, hits=30, rm3=True, fb_docs=3, filter='not id = "none"')(QUERIES) == everything
+    for _ in range(4):
+        expression, passes = _random_filter(rng)
+        got = build(name, path, hits=30, rm3=True, fb_docs=3, filter=expression)(QUERIES)
+        assert all(passes(meta[d]) for q in QUERIES for d, _ in got.get(q, []))
+        plain = build(name, path, hits=30, filter=expression)(QUERIES)
+        # as many hits as the filtered search without feedback has (RM3 keeps the query's terms)
+        assert all(len(got.get(q, [])) >= len(plain.get(q, [])) for q in QUERIES)
 
 
 def test_top_level_yaml_filter_reaches_every_pipeline(tmp_path):

@@ -113,12 +113,13 @@ def _open_searcher(directory: Path) -> Any:
 
 
 def filter_query(index: LuceneIndex, spec: Filter) -> tuple[int, Any]:
-    """(documents passing, a function wrapping a Lucene query with the filter).
+    """(documents passing, the filter as a non-scoring Lucene query; None when all pass).
 
     The filter is evaluated over our doc store's metadata (index/filters.py's allow mask), and
     becomes an exact doc-id set on Anserini's `id` field (indexed as one term per document): the
-    passing ids as a FILTER clause, or the failing ones as a MUST_NOT clause when they are
-    fewer. Neither clause scores, so a passing document's score is its unfiltered score.
+    passing ids (a TermInSetQuery), or, when fewer fail, every document but the failing ids.
+    Added to a query as a FILTER clause it selects without scoring, so a passing document's score
+    is its unfiltered score.
     """
     if index.manifest is None:
         raise InputError("a filter needs the doc store of an index built by `retrieval index"
@@ -131,21 +132,26 @@ def filter_query(index: LuceneIndex, spec: Filter) -> tuple[int, Any]:
     passing = int(mask.sum())
     keep = passing <= len(mask) - passing
     listed = ids[mask] if keep else ids[~mask]
-    builder = jvm.autoclass("org.apache.lucene.search.BooleanQuery$Builder")
-    occur = jvm.autoclass("org.apache.lucene.search.BooleanClause$Occur")
+    if not keep and not len(listed):
+        return passing, None
     bytes_ref = jvm.autoclass("org.apache.lucene.util.BytesRef")
     terms = jvm.autoclass("java.util.ArrayList")()
     for doc_id in listed.tolist():
         terms.add(bytes_ref(doc_id.encode("utf-8")))
     id_set = jvm.autoclass("org.apache.lucene.search.TermInSetQuery")("id", terms)
+    if keep:
+        return passing, id_set
+    return passing, _boolean((jvm.autoclass("org.apache.lucene.search.MatchAllDocsQuery")(), "MUST"),
+                             (id_set, "MUST_NOT"))
 
-    def clause(query: Any) -> Any:
-        b = builder()
-        b.add(query, occur.MUST)
-        if keep or len(listed):
-            b.add(id_set, occur.FILTER if keep else occur.MUST_NOT)
-        return b.build()
-    return passing, clause
+
+def _boolean(*clauses: tuple[Any, str]) -> Any:
+    """A Lucene BooleanQuery of (query, occur name) clauses."""
+    occur = jvm.autoclass("org.apache.lucene.search.BooleanClause$Occur")
+    builder = jvm.autoclass("org.apache.lucene.search.BooleanQuery$Builder")()
+    for query, how in clauses:
+        builder.add(query, getattr(occur, how))
+    return builder.build()
 
 
 class _LuceneStage(Stage):
@@ -159,9 +165,6 @@ class _LuceneStage(Stage):
                      original_weight=original_weight)
         self.index = _as_lucene(index)
         self.filter = as_filter(filter)
-        if self.filter is not None and rm3:
-            raise InputError("RM3 with a filter is not supported on the Lucene backend (Anserini's RM3"
-                             " searches its expanded query unfiltered); use the native backend")
         self.directory = self.index.directory
         self.hits, self.threads, self.rm3 = hits, threads, rm3
         self.fb_docs, self.fb_terms, self.original_weight = fb_docs, fb_terms, original_weight
@@ -241,20 +244,48 @@ class _LuceneStage(Stage):
 
     def _filtered(self, queries: Queries) -> Run:
         """Each query's top `hits` among the documents the filter passes: the query as Anserini
-        builds it (bag of words over `contents`), required, and the filter as a non-scoring clause
-        (filters.py's lucene_filter), so Lucene collects passing documents only, scored as ever."""
-        passing, clause = self._filter_query
+        builds it (bag of words over `contents`), required, and the filter as a non-scoring FILTER
+        clause (filter_query), so Lucene collects passing documents only, scored as ever. With RM3,
+        Anserini's own reranker cascade runs as SimpleSearcher runs it, given the filter in its
+        context: its feedback documents are the filtered ranking's, and it adds the filter to the
+        expanded query."""
+        passing, id_filter = self._filter_query
         if passing == 0:
             return Run({qid: [] for qid in queries})
+        searcher = self._searcher
         rankings = {}
         for qid, text in queries.items():
-            query = self._searcher.generator.buildQuery("contents", self._searcher.analyzer, str(text))
+            query = searcher.generator.buildQuery("contents", searcher.analyzer, str(text))
+            if id_filter is not None:
+                query = _boolean((query, "MUST"), (id_filter, "FILTER"))
             try:
-                found = self._searcher.search(clause(query), self.hits)
+                if self.rm3:
+                    rankings[qid] = self._rm3(str(qid), str(text), query, id_filter)
+                else:
+                    found = searcher.search(query, self.hits)
+                    rankings[qid] = [(hit.docid, float(hit.score)) for hit in found]
             except Exception as e:  # jnius.JavaException, e.g. TooManyClauses for a very long query
                 raise InputError(f"Lucene cannot search query {qid!r}: {jvm.java_error(e)}") from None
-            rankings[qid] = [(hit.docid, float(hit.score)) for hit in found]
         return Run(rankings)
+
+    def _rm3(self, qid: str, text: str, query: Any, id_filter: Any) -> list[tuple[str, float]]:
+        """SimpleSearcher's RM3 search (first ranking to Anserini's rerank cut-off, then its
+        cascade: RM3, score-tie adjustment), with the filter in the reranker context."""
+        ac = jvm.autoclass
+        searcher = self._searcher
+        args = ac("io.anserini.search.SearchCollection$Args")()
+        args.hits = self.hits
+        sort_field = ac("org.apache.lucene.search.SortField")
+        string = ac("org.apache.lucene.search.SortField$Type").STRING_VAL
+        by_score_then_id = ac("org.apache.lucene.search.Sort")(sort_field.FIELD_SCORE,
+                                                               sort_field("id", string))
+        first = searcher.searcher.search(query, args.rerankcutoff, by_score_then_id, True)
+        tokens = ac("io.anserini.analysis.AnalyzerUtils").analyze(searcher.analyzer, text)
+        context = ac("io.anserini.rerank.RerankerContext")(searcher.searcher, qid, query, None, text, tokens,
+                                                           id_filter, args)
+        hits = searcher.cascade.run(ac("io.anserini.search.ScoredDocs").fromTopDocs(first, searcher.searcher),
+                                    context)
+        return [(str(d), float(s)) for d, s in zip(hits.docids, hits.scores)][: self.hits]
 
     def _find_failing_query(self, queries: Queries) -> None:
         """Search one query at a time to name the one Lucene rejects (InputError)."""
