@@ -139,3 +139,34 @@ def test_boosting_from_the_first_stage_starts_from_its_ranking(cacm_features):
     x = model.matrix(cacm_features, "1")
     assert np.allclose(model.base_scores(x), x[:, 0])
     assert model.predict(x).shape == (30,)
+
+
+def test_coordinate_ascent_optimises_the_measure_it_reports(cacm_features, tmp_path):
+    """Its training nDCG@10 is trec_eval's on the reranked candidates, at least the first stage's, and
+    the same weights come from the same seed; stored as JSON weights of unit L1 norm."""
+    from retrieval.evaluation.measures import evaluate
+    from retrieval.ltr.coordinate import Lists
+    from retrieval.ltr.train import design, judged_grades
+
+    qrels = Qrels({q: j for q, j in load_qrels("cacm").items() if q in cacm_features.features})
+    settings = {"measure": "nDCG@10", "normalisation": "zscore", "restarts": 2}
+    model = fit("coordascent", settings, cacm_features.names, [cacm_features], [qrels])
+    again = fit("coordascent", settings, cacm_features.names, [cacm_features], [qrels])
+    assert model.weights == again.weights
+    assert abs(sum(abs(w) for w in model.weights) - 1) < 1e-9
+    trained = model.info["training"]["nDCG@10"]
+    assert abs(evaluate(model.rerank(cacm_features), qrels, "nDCG@10")["nDCG@10"] - trained) < 1e-9
+    first = evaluate(cacm_features, qrels, "nDCG@10")["nDCG@10"]
+    assert trained >= first
+    x, y, groups = design([cacm_features], [qrels], cacm_features.names, "zscore", model.stats)
+    lists = Lists.build(x, y, groups, judged_grades([cacm_features], [qrels]))
+    assert abs(lists.measure(lists.x @ np.asarray(model.weights), "nDCG@10") - trained) < 1e-12
+    assert abs(lists.measure(lists.x @ np.asarray(model.weights), "MAP")
+               - evaluate(model.rerank(cacm_features), qrels, "MAP")["MAP"]) < 1e-9
+    model.save(tmp_path / "ca")
+    assert sorted(p.name for p in (tmp_path / "ca").iterdir()) == ["model.json", "training.json"]
+    loaded = load_model(tmp_path / "ca")
+    assert loaded.kind == "coordascent"
+    assert format_run(loaded.rerank(cacm_features), "t") == format_run(model.rerank(cacm_features), "t")
+    query_features = [cacm_features.names.index(n) for n in ("query_length", "idf_sum")]
+    assert all(model.weights[j] == 0 for j in query_features)
