@@ -249,8 +249,9 @@ def _features(index: AnyIndex, **v: Any) -> Stage:
         elif name == "dense":
             scorers[name] = build("dense", index, **common, encoder=v["encoder"], precision=v["precision"])
         else:
+            # the feature is MaxSim alone, not the fused default
             scorers[name] = build("late", index, **common, precision=v["precision"], depth=v["depth"],
-                                  interpolate=0.0)  # the feature is MaxSim alone, not the fused default
+                                  checkpoint=v["checkpoint"], interpolate=0.0)
     return FeatureStage(index, scorers, depth=v["depth"], cache=v["cache"])
 
 
@@ -297,7 +298,8 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
            NEURAL + ROCCHIO, {"native": _dense_rocchio}, needs_parts=("dense",)),
     Ranker("features", "features of a run's top `depth` for learning to rank: every scorer's score,"
            " ranks, lengths, idf", ("hits", "threads", "depth", "feature_set", "cache", "k1", "b", "mu",
-                                   "lam", "fb_docs", "fb_terms", "original_weight", "encoder", "precision"),
+                                   "lam", "fb_docs", "fb_terms", "original_weight", "encoder", "precision",
+                                   "checkpoint"),
            {"native": _features}, defaults={"depth": 100}, needs_run=True),
     Ranker("ltr", "a learned ranker (LambdaMART or linear) over a features stage's candidates",
            ("hits", "threads", "checkpoint"), {"native": _ltr, "sharded": _ltr}, needs_run=True),

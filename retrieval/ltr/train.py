@@ -9,9 +9,10 @@ stopping on the validation queries' nDCG@10; optionally boosted from the first
 stage's normalised score (`base`, model.py). The linear model is a pair-wise
 logistic ranker (RankNet's loss on a linear score, L2-regularised, fitted by
 scipy's L-BFGS). Coordinate ascent (coordinate.py) fits linear weights to the
-training queries' nDCG@10 or MAP directly, RankLib's way. For each, each setting of GRIDS is trained and the one with
-the best validation nDCG@10 (our own evaluation, every judged validation query
-counted) is kept; the settings and validation figures go into the model.
+training queries' nDCG@10 or MAP directly, RankLib's way. For each kind, each
+setting of GRIDS is trained and the one with the best validation nDCG@10 (our
+own evaluation, every judged validation query counted) is kept; the settings
+and validation figures go into the model.
 """
 
 from __future__ import annotations
