@@ -247,6 +247,14 @@ def _feature_names(index: AnyIndex, feature_set: str) -> list[str]:
     return names
 
 
+def feature_set_for(names: tuple[str, ...] | list[str]) -> str:
+    """The `feature_set` that computes the scorer features among `names` (a trained model's)."""
+    wanted = [n for n in SCORERS if n in names]
+    if any(n.startswith("bm25_") or n == "bm25f" for n in names):
+        wanted.append("fields")
+    return "+".join(wanted) if wanted else "bm25"
+
+
 def _field_scorers(index: AnyIndex, v: dict[str, Any]) -> dict[str, Stage]:
     """BM25 of each field alone (`bm25_FIELD`: multifield with that field's weight 1, the others 0) and
     BM25F over all (`bm25f`)."""

@@ -170,3 +170,22 @@ def test_coordinate_ascent_optimises_the_measure_it_reports(cacm_features, tmp_p
     assert format_run(loaded.rerank(cacm_features), "t") == format_run(model.rerank(cacm_features), "t")
     query_features = [cacm_features.names.index(n) for n in ("query_length", "idf_sum")]
     assert all(model.weights[j] == 0 for j in query_features)
+
+
+def test_search_reranks_by_an_ltr_checkpoint(cacm_index, cacm_features, tmp_path):
+    """`retrieval search --ltr MODEL` equals the Python cascade bm25 % 200 >> features >> ltr."""
+    qrels = load_qrels("cacm")
+    fit("linear", {"l2": 1.0, "normalisation": "zscore"}, cacm_features.names, [cacm_features],
+        [qrels]).save(tmp_path / "m")
+    out = tmp_path / "run.txt"
+    assert main(["search", "--index", str(cacm_index.path), "--topics", "cacm", "--hits", "200",
+                 "--ltr", str(tmp_path / "m"), "--ltr-depth", "30", "--hits", "200", "--tag", "t",
+                 "--output", str(out)]) in (0, None)
+    topics = load_topics("cacm")
+    cascade = (registry.build("bm25", cacm_index, hits=200) % 200
+               >> registry.build("features", cacm_index, depth=30)
+               >> registry.build("ltr", cacm_index, checkpoint=str(tmp_path / "m")))(topics)
+    assert out.read_text() == format_run(cascade, "t")
+    assert sum(line.startswith("1 ") for line in out.read_text().splitlines()) == 30
+    assert main(["search", "--index", str(cacm_index.path), "--topics", "cacm", "--late-checkpoint",
+                 "zero-shot", "--output", str(tmp_path / "x")]) == 2
