@@ -60,7 +60,7 @@ from retrieval.collections import load_documents, load_qrels, load_topics  # noq
 from retrieval.evaluation.measures import evaluate, per_query  # noqa: E402
 from retrieval.evaluation.significance import compare  # noqa: E402
 from retrieval.index.kinds import open_index  # noqa: E402
-from retrieval.ltr.train import fit, score, settings_grid  # noqa: E402
+from retrieval.ltr.train import fit, score, settings_grid, split_queries, subset  # noqa: E402
 from retrieval.types import Qrels, Run  # noqa: E402
 
 COLLECTIONS = ("cacm", "cranfield", "vaswani", "scifact")
@@ -71,9 +71,9 @@ SINGLE = ("bm25", "qld", "bm25+rm3", "rocchio", "dense", "dense_rocchio", "late"
 GRIDS = {  # nested-validated; few leaves, many rows per leaf: strong regularisation
     "lambdamart": {"objective": ("lambdarank", "rank_xendcg"), "num_leaves": (3, 7),
                    "min_data_in_leaf": (50, 200), "learning_rate": (0.05, 0.2),
-                   "normalisation": ("minmax", "zscore"), "base": (0.0, 1.0)},
+                   "normalisation": ("minmax", "zscore"), "base": (1.0,)},
     "linear": {"l2": (0.1, 10.0, 1000.0), "normalisation": ("minmax", "zscore")},
-    "coordascent": {"measure": ("nDCG@10", "MAP"), "normalisation": ("minmax", "zscore"), "restarts": (3,)},
+    "coordascent": {"measure": ("nDCG@10", "MAP"), "normalisation": ("minmax", "zscore"), "restarts": (2,)},
 }
 LABELS = {"lambdamart": "LTR LambdaMART", "linear": "LTR linear", "coordascent": "LTR coord. ascent"}
 ZERO_SHOT = "zero-shot"
@@ -130,18 +130,29 @@ def column_run(features, name: str) -> Run:
                 for q, (ids, m) in features.features.items()})
 
 
+def inner_folds(data: dict, train: list[str]):
+    """(name, training [(features, qrels)], validation [(features, qrels)]) of each inner fold: each
+    training collection held out in turn; with one training collection, every fifth of its queries."""
+    if len(train) > 1:
+        for held in train:
+            yield held, [data[c] for c in train if c != held], [data[held]]
+        return
+    run, qrels = data[train[0]]
+    fitting, held = split_queries(run)
+    yield f"{train[0]} (every 5th query)", [(subset(run, fitting), qrels)], [(subset(run, held), qrels)]
+
+
 def nested_choice(kind: str, names, data: dict, train: list[str]) -> tuple[dict, float, int | None, list]:
-    """The setting with the best mean validation nDCG@10 over inner leave-one-out folds of `train`."""
+    """The setting with the best mean validation nDCG@10 over the inner folds of `train`."""
     tried = []
     for settings in settings_grid(kind, GRIDS[kind]):
-        values, trees = [], []
-        for held in train:
-            inner = [c for c in train if c != held]
-            model = fit(kind, settings, names, [data[c][0] for c in inner], [data[c][1] for c in inner],
-                        [data[held][0]], [data[held][1]])
-            values.append(score(model, [data[held][0]], [data[held][1]]))
+        values, trees = {}, []
+        for held, inner, valid in inner_folds(data, train):
+            model = fit(kind, settings, names, [r for r, _ in inner], [q for _, q in inner],
+                        [r for r, _ in valid], [q for _, q in valid])
+            values[held] = score(model, [r for r, _ in valid], [q for _, q in valid])
             trees.append(model.info["settings"].get("trees"))
-        mean = float(np.mean(values))
+        mean = float(np.mean(list(values.values())))
         tree = int(statistics.median(trees)) if trees[0] is not None else None
         tried.append((mean, settings, tree, values))
     best = max(tried, key=lambda t: t[0])
@@ -179,19 +190,20 @@ def parse_loo(items: list[str]) -> dict[str, str]:
     return out
 
 
-def choose(folds, loo: dict[str, str], path: Path | None) -> dict:
+def choose(folds, loo: dict[str, str], path: Path | None, collections: list[str]) -> dict:
     """Every (test collection, learned ranker)'s nested-validated setting, read from `path` when it
     holds them for these grids, else chosen and written there (before any test figure)."""
     grids = json.loads(json.dumps(GRIDS))
     choices = json.loads(path.read_text()) if path is not None and path.is_file() else {}
-    if choices and choices.get("grids") != grids:
-        raise SystemExit(f"bench_ltr: {path} holds choices for other grids; remove it to choose again")
-    choices["grids"] = grids
-    for name in COLLECTIONS:
+    if choices and (choices.get("grids"), choices.get("collections")) != (grids, collections):
+        raise SystemExit(f"bench_ltr: {path} holds choices for other grids or collections; remove it to"
+                         " choose again")
+    choices |= {"grids": grids, "collections": collections}
+    for name in collections:
         checkpoint = loo.get(name, ZERO_SHOT)
         data, _ = folds(checkpoint)
         names = data[name][0].names
-        train = [c for c in COLLECTIONS if c != name]
+        train = [c for c in collections if c != name]
         for kind in GRIDS:
             key = f"{name} {kind}"
             if key in choices:
@@ -199,9 +211,9 @@ def choose(folds, loo: dict[str, str], path: Path | None) -> dict:
             settings, value, trees, tried = nested_choice(kind, names, data, train)
             ranked = sorted(tried, key=lambda t: -t[0])
             choices[key] = {"late": Path(checkpoint).name, "settings": settings, "trees": trees,
-                            "validation": value, "per_held_out": dict(zip(train, ranked[0][3])),
+                            "validation": value, "per_held_out": ranked[0][3],
                             "runner_up": ranked[1][0],
-                            "tried": [{"settings": t[1], "validation": t[0]} for t in tried]}
+                            "tried": [{"settings": t[1], "validation": t[0], "trees": t[2]} for t in tried]}
             shown = ", ".join(f"{k}={v}" for k, v in settings.items()) + (f", trees={trees}" if trees else "")
             print(f"{name} {kind}: {shown} ({value:.4f})", file=sys.stderr, flush=True)
             if path is not None:
@@ -212,10 +224,10 @@ def choose(folds, loo: dict[str, str], path: Path | None) -> dict:
     return choices
 
 
-def settings_table(choices: dict, importances: dict) -> list[str]:
+def settings_table(choices: dict, importances: dict, collections: list[str]) -> list[str]:
     lines = ["| test collection | model | late feature | chosen settings | validation nDCG@10 (per held-out"
              " collection) | runner-up | top features |", "|---|---|---|---|---|---:|---|"]
-    for name in COLLECTIONS:
+    for name in collections:
         for kind in GRIDS:
             c = choices[f"{name} {kind}"]
             shown = ", ".join(f"{k}={v}" for k, v in c["settings"].items())
@@ -237,13 +249,19 @@ def main() -> None:
     ap.add_argument("--choices", type=Path, default=None,
                     help="JSON file of the nested-validated settings: written before any test figure,"
                     " read back when present")
+    ap.add_argument("--collections", nargs="+", default=list(COLLECTIONS),
+                    help="the collections, each left out in turn (default all four; with two, settings"
+                    " are chosen on every fifth query of the one training collection)")
     ap.add_argument("--choose-only", action="store_true", help="choose the settings, write them, stop")
     ap.add_argument("--late-loo", action="append", default=[], metavar="NAME=CHECKPOINT",
                     help="for held-out collection NAME, the late feature from a checkpoint trained without"
                     " it (default: zero-shot MaxSim for every collection)")
     args = ap.parse_args()
     loo = parse_loo(args.late_loo)
-    indexes = {name: index_for(name, args.indexes) for name in COLLECTIONS}
+    collections = [c for c in COLLECTIONS if c in args.collections]
+    if len(collections) < 2 or len(collections) != len(args.collections):
+        raise SystemExit(f"bench_ltr: --collections takes two or more of {', '.join(COLLECTIONS)}")
+    indexes = {name: index_for(name, args.indexes) for name in collections}
     computed: dict[str, tuple[dict, dict]] = {}
 
     def folds(checkpoint: str) -> tuple[dict, dict]:
@@ -251,7 +269,7 @@ def main() -> None:
             computed[checkpoint] = collect(indexes, args.cache, args.depth, checkpoint)
         return computed[checkpoint]
 
-    choices = choose(folds, loo, args.choices)
+    choices = choose(folds, loo, args.choices, collections)
     if args.choose_only:
         return
     _, test = folds(ZERO_SHOT)
@@ -269,7 +287,7 @@ def main() -> None:
             BASELINE: first,
         }
         data, fold_test = folds(loo.get(name, ZERO_SHOT))
-        train = [c for c in COLLECTIONS if c != name]
+        train = [c for c in collections if c != name]
         for kind in GRIDS:
             c = choices[f"{name} {kind}"]
             model = fit(kind, c["settings"], data[name][0].names, [data[t][0] for t in train],
@@ -289,7 +307,7 @@ def main() -> None:
               if loo else "")
            + ". No setting was chosen on a test collection's judgements (see the module docstring).\n"]
     pooled_values: dict[str, dict] = {}
-    for name in COLLECTIONS:
+    for name in collections:
         _, qrels, _, _ = test[name]
         per_system = {s: per_query(r, qrels, MEASURES) for s, r in runs[name].items()}
         means = {s: evaluate(r, qrels, MEASURES) for s, r in runs[name].items()}
@@ -300,7 +318,7 @@ def main() -> None:
             pooled_values.setdefault(s, {}).update({f"{name}:{q}": v for q, v in values.items()})
     pooled_means = {s: {m: float(np.mean([v[m] for v in values.values()])) for m in MEASURES}
                     for s, values in pooled_values.items()}
-    out += [f"## Pooled ({len(pooled_values[BASELINE])} queries of the four collections)\n",
+    out += [f"## Pooled ({len(pooled_values[BASELINE])} queries of {', '.join(collections)})\n",
             *table(pooled_values, pooled_means), ""]
     out += ["## Settings chosen by nested leave-one-collection-out validation\n",
             "Per test collection, on the other three only: the setting with the best mean validation"
@@ -312,7 +330,7 @@ def main() -> None:
             + ". LightGBM: L2 1.0, up to 300 trees, early stopping after 30 on the held-out collection's"
             " nDCG@10. Coordinate ascent: RankLib's, first restart from the hybrid's score alone"
             " (retrieval/ltr/coordinate.py).\n",
-            *settings_table(choices, importances)]
+            *settings_table(choices, importances, collections)]
     publish(ROOT / "eval" / "results" / "ltr.md", "\n".join(out))
 
 
