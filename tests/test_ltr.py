@@ -126,6 +126,9 @@ def test_features_and_train_ltr_commands(cacm_index, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "chosen on validation" in out and "feature importances" in out
     assert load_model(model).kind == "linear"
+    assert main(["train", "ltr", "--features", str(letor), "--topics", "cacm", "--kind", "coordascent",
+                 "--output", str(tmp_path / "ca")]) in (0, None)
+    assert load_model(tmp_path / "ca").kind == "coordascent"
     assert main(["train", "ltr", "--features", str(letor), "--kind", "linear", "--objective",
                  "lambdarank", "--output", str(tmp_path / "m2")]) == 2
 
