@@ -320,9 +320,10 @@ def main() -> None:
                     for s, values in pooled_values.items()}
     out += [f"## Pooled ({len(pooled_values[BASELINE])} queries of {', '.join(collections)})\n",
             *table(pooled_values, pooled_means), ""]
-    out += ["## Settings chosen by nested leave-one-collection-out validation\n",
-            "Per test collection, on the other three only: the setting with the best mean validation"
-            " nDCG@10 (each training collection held out in turn; its value after its name), the"
+    out += ["## Settings chosen by nested validation on the training collections\n",
+            "Per test collection, on the other collections only: the setting with the best mean validation"
+            " nDCG@10 (each training collection held out in turn, or with a single training collection"
+            " every fifth of its queries; the value of each after its name), the"
             " runner-up's mean, and the final model's five most important features (LightGBM gain share;"
             " linear models: |weight| share over normalised features). Grids: "
             + "; ".join(f"{k}: " + ", ".join(f"{p} {list(v)}" for p, v in g.items())
