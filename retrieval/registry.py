@@ -230,7 +230,54 @@ def _dense_rocchio(index: AnyIndex, **v: Any) -> Stage:
                         qrels=_qrels(v))
 
 
-SCORERS = ("bm25", "qld", "qljm", "rm3", "dense", "late")
+SCORERS = ("bm25", "qld", "qljm", "rm3", "dense", "late", "fields")
+SHARDED_SCORERS = ("bm25", "qld", "qljm", "late")  # rescoring a run over shards
+
+
+def _feature_names(index: AnyIndex, feature_set: str) -> list[str]:
+    """The scorers of `feature_set` ("all": every one the index has parts for; `fields` only when it
+    has fields; on shards those that rescore over shards)."""
+    fielded = bool(getattr(index, "fields", None))
+    usable = SHARDED_SCORERS if index.kind == "sharded" else SCORERS
+    if feature_set == "all":
+        return [n for n in usable
+                if (n not in ("dense", "late") or index.has(n)) and (n != "fields" or fielded)]
+    names = feature_set.split("+")
+    unknown = [n for n in names if n not in SCORERS]
+    if unknown or len(set(names)) != len(names) or not names:
+        raise InputError(f"feature_set: expected all, or names joined by '+' from {', '.join(SCORERS)};"
+                         f" got {feature_set!r}")
+    for part in ("dense", "late"):
+        if part in names and not index.has(part):
+            raise InputError(f"feature {part} needs the index's {part} part", index.path)
+    if "fields" in names and not fielded:
+        raise InputError("feature fields needs an index built with fields (retrieval index --fields)",
+                         index.path)
+    refused = [n for n in names if n not in usable]
+    if refused:
+        raise InputError(f"on a sharded index the features are {', '.join(SHARDED_SCORERS)};"
+                         f" {', '.join(refused)} rescore a run on a single native index only", index.path)
+    return names
+
+
+def feature_set_for(names: tuple[str, ...] | list[str]) -> str:
+    """The `feature_set` that computes the scorer features among `names` (a trained model's)."""
+    wanted = [n for n in SCORERS if n in names]
+    if any(n.startswith("bm25_") or n == "bm25f" for n in names):
+        wanted.append("fields")
+    return "+".join(wanted) if wanted else "bm25"
+
+
+def _field_scorers(index: AnyIndex, v: dict[str, Any]) -> dict[str, Stage]:
+    """BM25 of each field alone (`bm25_FIELD`: multifield with that field's weight 1, the others 0) and
+    BM25F over all (`bm25f`)."""
+    common = {"threads": v["threads"], "k1": v["k1"], "b": v["b"]}
+    out: dict[str, Stage] = {}
+    for name in index.fields:
+        weights = ",".join(f"{f}={int(f == name)}" for f in index.fields)
+        out[f"bm25_{name}"] = build("multifield", index, **common, field_weights=weights)
+    out["bm25f"] = build("bm25f", index, **common)
+    return out
 
 
 def _features(index: AnyIndex, **v: Any) -> Stage:
@@ -238,20 +285,9 @@ def _features(index: AnyIndex, **v: Any) -> Stage:
     from retrieval.ltr.features import FeatureStage, RM3Rescorer
     from retrieval.sparse.rankers import RM3
 
-    if v["feature_set"] == "all":
-        names = [n for n in SCORERS if n not in ("dense", "late") or index.has(n)]
-    else:
-        names = v["feature_set"].split("+")
-        unknown = [n for n in names if n not in SCORERS]
-        if unknown or len(set(names)) != len(names) or not names:
-            raise InputError(f"feature_set: expected all, or names joined by '+' from {', '.join(SCORERS)};"
-                             f" got {v['feature_set']!r}")
-        for part in ("dense", "late"):
-            if part in names and not index.has(part):
-                raise InputError(f"feature {part} needs the index's {part} part", index.path)
     common = {"threads": v["threads"]}
     scorers: dict[str, Stage] = {}
-    for name in names:
+    for name in _feature_names(index, v["feature_set"]):
         if name in ("bm25", "qld", "qljm"):
             own = {"bm25": ("k1", "b"), "qld": ("mu",), "qljm": ("lam",)}[name]
             scorers[name] = build(name, index, **common, **{k: v[k] for k in own})
@@ -261,9 +297,12 @@ def _features(index: AnyIndex, **v: Any) -> Stage:
                                             original_weight=v["original_weight"]))
         elif name == "dense":
             scorers[name] = build("dense", index, **common, encoder=v["encoder"], precision=v["precision"])
+        elif name == "fields":
+            scorers |= _field_scorers(index, v)
         else:
+            # the feature is MaxSim alone, not the fused default
             scorers[name] = build("late", index, **common, precision=v["precision"], depth=v["depth"],
-                                  interpolate=0.0)  # the feature is MaxSim alone, not the fused default
+                                  checkpoint=v["checkpoint"], interpolate=0.0)
     return FeatureStage(index, scorers, depth=v["depth"], cache=v["cache"])
 
 
@@ -312,8 +351,9 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
            NEURAL + ROCCHIO, {"native": _dense_rocchio}, needs_parts=("dense",)),
     Ranker("features", "features of a run's top `depth` for learning to rank: every scorer's score,"
            " ranks, lengths, idf", ("hits", "threads", "depth", "feature_set", "cache", "k1", "b", "mu",
-                                   "lam", "fb_docs", "fb_terms", "original_weight", "encoder", "precision"),
-           {"native": _features}, defaults={"depth": 100}, needs_run=True),
+                                   "lam", "fb_docs", "fb_terms", "original_weight", "encoder", "precision",
+                                   "checkpoint"),
+           {"native": _features, "sharded": _features}, defaults={"depth": 100}, needs_run=True),
     Ranker("ltr", "a learned ranker (LambdaMART or linear) over a features stage's candidates",
            ("hits", "threads", "checkpoint"), {"native": _ltr, "sharded": _ltr}, needs_run=True),
     Ranker("late", "late-interaction (MaxSim) reranker of a run's top `depth`",
