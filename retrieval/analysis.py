@@ -112,6 +112,15 @@ class Analyzer:
         """The index terms of `text`, in order."""
         return list(filter(None, map(self._term_of.__getitem__, words(text))))
 
+    def tokens(self, text: str) -> list[str]:
+        """The word tokens of `text` before analysis: `term` of each, dropping "", gives `self(text)`
+        (a builder maps each distinct token to a term id once, rather than each term of each text)."""
+        return words(text)
+
+    def term(self, token: str) -> str:
+        """The index term of one word token ("" for none: a stopword)."""
+        return self._term_of[token]
+
 
 class _TermCache(dict):
     """Token -> its index term ("" for none: a stopword), each distinct token analysed once; looked
