@@ -101,7 +101,8 @@ class Analyzer:
         token = java_lower(token)
         if not token or token in self.stopwords:
             return []
-        if self.stemmer == "porter":
+        # Every Porter rule's suffix ends in a letter a-z: other tokens (numbers...) are their own stem.
+        if self.stemmer == "porter" and "a" <= token[-1] <= "z":
             stem = self._stems.get(token)  # tokens that differ only in case share a stem
             if stem is None:
                 stem = self._stems[token] = self._porter.stem(token, to_lowercase=False)
