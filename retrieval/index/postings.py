@@ -231,7 +231,8 @@ class InvertedIndexBuilder:
         tfs = new_array(out / "tfs.npy", np.int32, (total,))
         cursor = indptr[:-1].copy()
         for run_terms, run_docs, run_tfs in self._all_runs(last):  # scatter each run to its terms' slots
-            _scatter(remap[run_terms], run_docs, run_tfs, docno_of, cursor, np.asarray(docnos), np.asarray(tfs))
+            _scatter(remap[run_terms], run_docs, run_tfs, docno_of, cursor, np.asarray(docnos),
+                     np.asarray(tfs))
             release_pages(docnos, tfs)  # scattered writes touch every page: keep none resident
         del last
         for lo, hi in term_ranges(indptr, chunk_postings):  # then each term's postings by docno

@@ -38,7 +38,6 @@ from retrieval.sparse.kernels import (
     _scan_window,
 )
 
-
 # Two tuples carry the arrays the helpers below share (numba passes a tuple of arrays as one argument):
 # packed = (words, offsets, widths, lasts, cwords, coffsets, cwidths): the postings' and impact codes'
 #          blocks (index/blocks.py), as block_batch receives them;
@@ -285,10 +284,12 @@ def block_top_k_kept(indptr, term_blocks, packed, maxima, table, bases, terms, w
 
 
 @njit(nogil=True, cache=True)
-def block_batch(indptr, term_blocks, words, offsets, widths, lasts, cwords, coffsets, cwidths, maxima, table,
-                bases, query_ptr, terms, weights, k, prune, window, large_k, out_docs, out_scores, out_counts):
-    """Top k of query q ([query_ptr[q], query_ptr[q + 1]) of terms/weights) into row q: block_top_k below
-    large_k, block_top_k_kept from it on (the same results). prune[q]: whether query q skips windows."""
+def block_batch(indptr, term_blocks, words, offsets, widths, lasts, cwords, coffsets, cwidths, maxima,
+                table, bases, query_ptr, terms, weights, k, prune, window, large_k, out_docs, out_scores,
+                out_counts):
+    """Top k of query q ([query_ptr[q], query_ptr[q + 1]) of terms/weights) into row q: block_top_k
+    below large_k, block_top_k_kept from it on (the same results). prune[q]: whether query q skips
+    windows."""
     packed = (words, offsets, widths, lasts, cwords, coffsets, cwidths)
     window_scores = np.zeros(window)
     window_seen = np.zeros(window, np.int64)
