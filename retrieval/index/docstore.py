@@ -4,7 +4,7 @@ Later stages (rerankers, readers, RM3 display) need the raw text; SQLite
 gives random access without loading the collection into memory. Each
 document's title and text are stored as one zstd frame (`packed`: the
 title's length in UTF-8 bytes as 4 little-endian bytes, the title, the
-text), compressed with a dictionary trained on the first SAMPLE_DOCS
+text), compressed (zstd level LEVEL) with a dictionary trained on the first SAMPLE_DOCS
 documents (kept in the `meta` table): passages of a few hundred bytes
 compress about 2x with it, barely without. Doc stores written before
 compression (a plain `title`, `text` table) still read. A document's
