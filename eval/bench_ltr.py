@@ -1,6 +1,7 @@
 """Learning to rank in the cascade, leave-one-collection-out, against the hybrid (issue 52).
 
-    python eval/bench_ltr.py [--indexes DIR] [--cache DIR] [--depth 100]
+    python eval/bench_ltr.py [--indexes DIR] [--cache DIR] [--depth 100] [--choices FILE [--choose-only]]
+                             [--late-loo NAME=CHECKPOINT ...]
 
 On CACM, Cranfield, Vaswani and SciFact (test topics): the single stages
 (BM25, QLD, BM25+RM3, BM25+Rocchio, dense, dense Rocchio, late MaxSim over the
@@ -8,8 +9,18 @@ hybrid's top `depth`), the hybrid (the registry's `hybrid`: min-max BM25 and den
 weight 0.5), and two learned rankers over the features of the hybrid's top
 `depth` (`hybrid % 1000 >> features`: first-stage score and rank, BM25, QLD,
 QLJM, RM3, dense, late MaxSim, the candidates' hybrid, doc length, query length,
-idf): LambdaMART (LightGBM) and the linear pair-wise logistic model. The
+idf): LambdaMART (LightGBM), the linear pair-wise logistic model and coordinate
+ascent (a linear model fitted to the training queries' nDCG@10 or MAP). The
 learned rankers rerank the top `depth` and keep the hybrid's order below it.
+
+The late feature (and the `late` row) is zero-shot MaxSim (all-MiniLM-L6-v2's
+token states, no trained projection; the indexes' late parts are built with it),
+so no feature comes from a model trained on any of the four collections' queries:
+the packaged checkpoint was trained on SciFact's training queries, which made
+the feature far stronger on SciFact than on the collections a ranker is
+validated on. `--late-loo X=CHECKPOINT` (repeatable) gives, for held-out
+collection X, a late checkpoint trained without X: every feature of that fold
+(the training collections' and X's) is then computed with it, encoded on the fly.
 
 Leave one collection out: the model evaluated on collection X is trained and
 validated only on the other three collections' judgements (SciFact's training
@@ -19,6 +30,9 @@ validation on those training collections: each setting of the grid is trained
 on two of them and scored (nDCG@10, every judged query) on the third, in turn;
 the best mean over the three wins, and the number of trees is the median of its
 early-stopping points. The final model is then trained on all three with it.
+With `--choices FILE` the choices (and their validation figures) are written to
+FILE before any test figure is computed, and read back from it when it exists;
+`--choose-only` stops there.
 LambdaMART's `base` setting boosts its trees from `base` times the normalised
 first-stage (hybrid) score instead of from 0 (retrieval/ltr/model.py).
 X's judgements are never seen. nDCG@10 and MAP, each system against the
@@ -29,6 +43,7 @@ collection and over the pooled queries of the four.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -45,7 +60,7 @@ from retrieval.collections import load_documents, load_qrels, load_topics  # noq
 from retrieval.evaluation.measures import evaluate, per_query  # noqa: E402
 from retrieval.evaluation.significance import compare  # noqa: E402
 from retrieval.index.kinds import open_index  # noqa: E402
-from retrieval.ltr.train import fit, score, settings_grid  # noqa: E402
+from retrieval.ltr.train import fit, score, settings_grid, split_queries, subset  # noqa: E402
 from retrieval.types import Qrels, Run  # noqa: E402
 
 COLLECTIONS = ("cacm", "cranfield", "vaswani", "scifact")
@@ -54,24 +69,48 @@ MEASURES = ["nDCG@10", "MAP"]
 BASELINE = "hybrid"
 SINGLE = ("bm25", "qld", "bm25+rm3", "rocchio", "dense", "dense_rocchio", "late")
 GRIDS = {  # nested-validated; few leaves, many rows per leaf: strong regularisation
-    "lambdamart": {"objective": ("lambdarank", "rank_xendcg", "regression"), "num_leaves": (3, 7),
-                   "min_data_in_leaf": (100,), "normalisation": ("minmax", "zscore"),
-                   "base": (0.0, 1.0, 4.0)},
+    "lambdamart": {"objective": ("lambdarank", "rank_xendcg"), "num_leaves": (3, 7),
+                   "min_data_in_leaf": (50, 200), "learning_rate": (0.05, 0.2),
+                   "normalisation": ("minmax", "zscore"), "base": (1.0,)},
     "linear": {"l2": (0.1, 10.0, 1000.0), "normalisation": ("minmax", "zscore")},
+    "coordascent": {"measure": ("nDCG@10", "MAP"), "normalisation": ("minmax", "zscore"), "restarts": (2,)},
 }
-LABELS = {"lambdamart": "LTR LambdaMART", "linear": "LTR linear"}
+LABELS = {"lambdamart": "LTR LambdaMART", "linear": "LTR linear", "coordascent": "LTR coord. ascent"}
+ZERO_SHOT = "zero-shot"
 
 
 def index_for(name: str, root: Path):
-    """The collection's index with its dense and late parts (built when missing)."""
+    """The collection's index with its dense and zero-shot late parts (built when missing)."""
     path = root / name
     if not (path / "manifest.json").is_file():
         from retrieval.analysis import Analyzer
         from retrieval.building import build_with_parts, dense_part, late_part
 
         build_with_parts(load_documents(name), path, source=f"collection:{name}", analyzer=Analyzer(),
-                         dense=dense_part(None, None), late=late_part(None, None))
+                         dense=dense_part(None, None), late=late_part(ZERO_SHOT, None))
     return open_index(path)
+
+
+def collect(indexes: dict, cache: Path, depth: int, checkpoint: str) -> tuple[dict, dict]:
+    """({collection: (training features, qrels)}, {collection: (topics, qrels, hybrid run, test
+    features)}) with the late feature from `checkpoint`."""
+    data, test = {}, {}
+    for name, index in indexes.items():
+        hybrid = registry.build("hybrid", index)
+        features = registry.build("features", index, depth=depth, cache=str(cache / "features"),
+                                  checkpoint=checkpoint)
+        splits = {"test": name} | ({"train": TRAINING_SPLIT[name]} if name in TRAINING_SPLIT else {})
+        for split, spec in splits.items():
+            topics, qrels = load_topics(spec), load_qrels(spec)
+            first = hybrid(topics)
+            feats = features(topics, first)
+            if split == "test":
+                test[name] = (topics, qrels, first, feats)
+            if spec == TRAINING_SPLIT.get(name, name):
+                data[name] = (feats, Qrels({q: j for q, j in qrels.items() if q in feats.features}))
+        print(f"{name}: features of {len(test[name][3].features)} test queries (late: {checkpoint})",
+              file=sys.stderr, flush=True)
+    return data, test
 
 
 def with_tail(top: Run, full: Run) -> Run:
@@ -91,18 +130,29 @@ def column_run(features, name: str) -> Run:
                 for q, (ids, m) in features.features.items()})
 
 
+def inner_folds(data: dict, train: list[str]):
+    """(name, training [(features, qrels)], validation [(features, qrels)]) of each inner fold: each
+    training collection held out in turn; with one training collection, every fifth of its queries."""
+    if len(train) > 1:
+        for held in train:
+            yield held, [data[c] for c in train if c != held], [data[held]]
+        return
+    run, qrels = data[train[0]]
+    fitting, held = split_queries(run)
+    yield f"{train[0]} (every 5th query)", [(subset(run, fitting), qrels)], [(subset(run, held), qrels)]
+
+
 def nested_choice(kind: str, names, data: dict, train: list[str]) -> tuple[dict, float, int | None, list]:
-    """The setting with the best mean validation nDCG@10 over inner leave-one-out folds of `train`."""
+    """The setting with the best mean validation nDCG@10 over the inner folds of `train`."""
     tried = []
     for settings in settings_grid(kind, GRIDS[kind]):
-        values, trees = [], []
-        for held in train:
-            inner = [c for c in train if c != held]
-            model = fit(kind, settings, names, [data[c][0] for c in inner], [data[c][1] for c in inner],
-                        [data[held][0]], [data[held][1]])
-            values.append(score(model, [data[held][0]], [data[held][1]]))
+        values, trees = {}, []
+        for held, inner, valid in inner_folds(data, train):
+            model = fit(kind, settings, names, [r for r, _ in inner], [q for _, q in inner],
+                        [r for r, _ in valid], [q for _, q in valid])
+            values[held] = score(model, [r for r, _ in valid], [q for _, q in valid])
             trees.append(model.info["settings"].get("trees"))
-        mean = float(np.mean(values))
+        mean = float(np.mean(list(values.values())))
         tree = int(statistics.median(trees)) if trees[0] is not None else None
         tried.append((mean, settings, tree, values))
     best = max(tried, key=lambda t: t[0])
@@ -128,28 +178,103 @@ def table(per_system: dict[str, dict], means: dict[str, dict]) -> list[str]:
     return lines
 
 
+def parse_loo(items: list[str]) -> dict[str, str]:
+    """{held-out collection: late checkpoint trained without it} from NAME=PATH items."""
+    out = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or name not in COLLECTIONS or not Path(path).is_file():
+            raise SystemExit(f"bench_ltr: --late-loo takes NAME=CHECKPOINT, NAME one of"
+                             f" {', '.join(COLLECTIONS)} and an existing file; got {item!r}")
+        out[name] = path
+    return out
+
+
+def choose(folds, loo: dict[str, str], path: Path | None, collections: list[str]) -> dict:
+    """Every (test collection, learned ranker)'s nested-validated setting, read from `path` when it
+    holds them for these grids, else chosen and written there (before any test figure)."""
+    grids = json.loads(json.dumps(GRIDS))
+    choices = json.loads(path.read_text()) if path is not None and path.is_file() else {}
+    if choices and (choices.get("grids"), choices.get("collections")) != (grids, collections):
+        raise SystemExit(f"bench_ltr: {path} holds choices for other grids or collections; remove it to"
+                         " choose again")
+    choices |= {"grids": grids, "collections": collections}
+    for name in collections:
+        checkpoint = loo.get(name, ZERO_SHOT)
+        data, _ = folds(checkpoint)
+        names = data[name][0].names
+        train = [c for c in collections if c != name]
+        for kind in GRIDS:
+            key = f"{name} {kind}"
+            if key in choices:
+                continue
+            settings, value, trees, tried = nested_choice(kind, names, data, train)
+            ranked = sorted(tried, key=lambda t: -t[0])
+            choices[key] = {"late": Path(checkpoint).name, "settings": settings, "trees": trees,
+                            "validation": value, "per_held_out": ranked[0][3],
+                            "runner_up": ranked[1][0],
+                            "tried": [{"settings": t[1], "validation": t[0], "trees": t[2]} for t in tried]}
+            shown = ", ".join(f"{k}={v}" for k, v in settings.items()) + (f", trees={trees}" if trees else "")
+            print(f"{name} {kind}: {shown} ({value:.4f})", file=sys.stderr, flush=True)
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(choices, indent=1, sort_keys=True) + "\n")
+                tmp.replace(path)
+    return choices
+
+
+def settings_table(choices: dict, importances: dict, collections: list[str]) -> list[str]:
+    lines = ["| test collection | model | late feature | chosen settings | validation nDCG@10 (per held-out"
+             " collection) | runner-up | top features |", "|---|---|---|---|---|---:|---|"]
+    for name in collections:
+        for kind in GRIDS:
+            c = choices[f"{name} {kind}"]
+            shown = ", ".join(f"{k}={v}" for k, v in c["settings"].items())
+            shown += f", trees={c['trees']}" if c["trees"] else ""
+            held = " / ".join(f"{h} {v:.4f}" for h, v in c["per_held_out"].items())
+            top = sorted(importances[name, kind].items(), key=lambda kv: -kv[1])[:5]
+            lines.append(f"| {name} | {LABELS[kind]} | {c['late']} | {shown} | {c['validation']:.4f}"
+                         f" ({held}) | {c['runner_up']:.4f} | "
+                         + ", ".join(f"{n} {w:.2f}" for n, w in top) + " |")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--indexes", type=Path, default=ROOT / "indexes" / "ltr")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/bench_ltr"))
     ap.add_argument("--depth", type=int, default=100)
     ap.add_argument("--models", type=Path, default=None, help="also save each trained model here")
+    ap.add_argument("--choices", type=Path, default=None,
+                    help="JSON file of the nested-validated settings: written before any test figure,"
+                    " read back when present")
+    ap.add_argument("--collections", nargs="+", default=list(COLLECTIONS),
+                    help="the collections, each left out in turn (default all four; with two, settings"
+                    " are chosen on every fifth query of the one training collection)")
+    ap.add_argument("--choose-only", action="store_true", help="choose the settings, write them, stop")
+    ap.add_argument("--late-loo", action="append", default=[], metavar="NAME=CHECKPOINT",
+                    help="for held-out collection NAME, the late feature from a checkpoint trained without"
+                    " it (default: zero-shot MaxSim for every collection)")
     args = ap.parse_args()
+    loo = parse_loo(args.late_loo)
+    collections = [c for c in COLLECTIONS if c in args.collections]
+    if len(collections) < 2 or len(collections) != len(args.collections):
+        raise SystemExit(f"bench_ltr: --collections takes two or more of {', '.join(COLLECTIONS)}")
+    indexes = {name: index_for(name, args.indexes) for name in collections}
+    computed: dict[str, tuple[dict, dict]] = {}
 
-    data, test, runs = {}, {}, {}
-    for name in COLLECTIONS:
-        index = index_for(name, args.indexes)
-        hybrid = registry.build("hybrid", index)
-        features = registry.build("features", index, depth=args.depth, cache=str(args.cache / "features"))
-        splits = {"test": name} | ({"train": TRAINING_SPLIT[name]} if name in TRAINING_SPLIT else {})
-        for split, spec in splits.items():
-            topics, qrels = load_topics(spec), load_qrels(spec)
-            first = hybrid(topics)
-            feats = features(topics, first)
-            if split == "test":
-                test[name] = (topics, qrels, first, feats)
-            if spec == TRAINING_SPLIT.get(name, name):
-                data[name] = (feats, Qrels({q: j for q, j in qrels.items() if q in feats.features}))
+    def folds(checkpoint: str) -> tuple[dict, dict]:
+        if checkpoint not in computed:
+            computed[checkpoint] = collect(indexes, args.cache, args.depth, checkpoint)
+        return computed[checkpoint]
+
+    choices = choose(folds, loo, args.choices, collections)
+    if args.choose_only:
+        return
+    _, test = folds(ZERO_SHOT)
+    runs, importances = {}, {}
+    for name, index in indexes.items():
         topics, qrels, first, feats = test[name]
         runs[name] = {
             "bm25": registry.build("bm25", index)(topics),
@@ -161,37 +286,28 @@ def main() -> None:
             "late": with_tail(column_run(feats, "late"), first),
             BASELINE: first,
         }
-        print(f"{name}: features of {len(feats.features)} test queries", file=sys.stderr, flush=True)
-    names = data[COLLECTIONS[0]][0].names
-
-    chosen = []
-    for name in COLLECTIONS:
-        train = [c for c in COLLECTIONS if c != name]
-        topics, qrels, first, feats = test[name]
-        for kind in ("lambdamart", "linear"):
-            settings, value, trees, tried = nested_choice(kind, names, data, train)
-            model = fit(kind, settings, names, [data[c][0] for c in train], [data[c][1] for c in train],
-                        trees=trees)
+        data, fold_test = folds(loo.get(name, ZERO_SHOT))
+        train = [c for c in collections if c != name]
+        for kind in GRIDS:
+            c = choices[f"{name} {kind}"]
+            model = fit(kind, c["settings"], data[name][0].names, [data[t][0] for t in train],
+                        [data[t][1] for t in train], trees=c["trees"])
             if args.models is not None:
                 model.save(args.models / f"{kind}-without-{name}")
-            runs[name][LABELS[kind]] = with_tail(model.rerank(feats), first)
-            shown = ", ".join(f"{k}={v}" for k, v in settings.items()) + (f", trees={trees}" if trees else "")
-            runner_up = sorted(tried, key=lambda t: -t[0])[1]
-            top = sorted(model.importances().items(), key=lambda kv: -kv[1])[:5]
-            chosen.append(f"| {name} | {LABELS[kind]} | {shown} | {value:.4f} ("
-                          + " / ".join(f"{v:.4f}" for v in sorted(tried, key=lambda t: -t[0])[0][3])
-                          + f") | {runner_up[0]:.4f} | " + ", ".join(f"{n} {w:.2f}" for n, w in top) + " |")
-            print(f"{name} {kind}: {shown} ({value:.4f})", file=sys.stderr, flush=True)
+            runs[name][LABELS[kind]] = with_tail(model.rerank(fold_test[name][3]), first)
+            importances[name, kind] = model.importances()
 
     out = ["# Learning to rank: leave-one-collection-out against the hybrid\n",
            f"{machine_line('numpy', 'lightgbm', 'scipy', 'ir-measures')}. Candidates: the hybrid's top"
            f" {args.depth} (features of each); below them every system keeps the hybrid's order."
            " Bold: significant against the hybrid at 5% by both tests after Holm's correction over the"
-           " table's systems. Single stages ranked to 1000 (late: MaxSim over the hybrid's top"
-           f" {args.depth}). No setting was chosen on a test collection's judgements (see the module"
-           " docstring).\n"]
+           " table's systems. Single stages ranked to 1000 (late: zero-shot MaxSim over the hybrid's top"
+           f" {args.depth}). Late feature: zero-shot MaxSim"
+           + (f", except for held-out {', '.join(f'{k} ({Path(v).name})' for k, v in loo.items())}"
+              if loo else "")
+           + ". No setting was chosen on a test collection's judgements (see the module docstring).\n"]
     pooled_values: dict[str, dict] = {}
-    for name in COLLECTIONS:
+    for name in collections:
         _, qrels, _, _ = test[name]
         per_system = {s: per_query(r, qrels, MEASURES) for s, r in runs[name].items()}
         means = {s: evaluate(r, qrels, MEASURES) for s, r in runs[name].items()}
@@ -202,19 +318,20 @@ def main() -> None:
             pooled_values.setdefault(s, {}).update({f"{name}:{q}": v for q, v in values.items()})
     pooled_means = {s: {m: float(np.mean([v[m] for v in values.values()])) for m in MEASURES}
                     for s, values in pooled_values.items()}
-    out += [f"## Pooled ({len(pooled_values[BASELINE])} queries of the four collections)\n",
+    out += [f"## Pooled ({len(pooled_values[BASELINE])} queries of {', '.join(collections)})\n",
             *table(pooled_values, pooled_means), ""]
-    out += ["## Settings chosen by nested leave-one-collection-out validation\n",
-            "Per test collection, on the other three only: the setting with the best mean validation"
-            " nDCG@10 (each training collection held out in turn; the three values in brackets), the"
+    out += ["## Settings chosen by nested validation on the training collections\n",
+            "Per test collection, on the other collections only: the setting with the best mean validation"
+            " nDCG@10 (each training collection held out in turn, or with a single training collection"
+            " every fifth of its queries; the value of each after its name), the"
             " runner-up's mean, and the final model's five most important features (LightGBM gain share;"
-            " linear: |weight| share over normalised features). Grids: "
+            " linear models: |weight| share over normalised features). Grids: "
             + "; ".join(f"{k}: " + ", ".join(f"{p} {list(v)}" for p, v in g.items())
                         for k, g in GRIDS.items())
-            + ". LightGBM: learning rate 0.05, L2 1.0, up to 300 trees, early stopping after 30 on the"
-            " held-out collection's nDCG@10.\n",
-            "| test collection | model | chosen settings | validation nDCG@10 (per held-out collection) |"
-            " runner-up | top features |", "|---|---|---|---|---:|---|", *chosen]
+            + ". LightGBM: L2 1.0, up to 300 trees, early stopping after 30 on the held-out collection's"
+            " nDCG@10. Coordinate ascent: RankLib's, first restart from the hybrid's score alone"
+            " (retrieval/ltr/coordinate.py).\n",
+            *settings_table(choices, importances, collections)]
     publish(ROOT / "eval" / "results" / "ltr.md", "\n".join(out))
 
 

@@ -53,10 +53,8 @@ def build_with_parts(documents: Iterable[Document], path: Path, *, source: str, 
     if shards is not None:
         from retrieval.shards.build import build_sharded_index
 
-        if fields:
-            raise InputError("fields (--fields) are indexed in single indexes only, not yet in shards")
         return build_sharded_index(documents, path, shards, source=source, analyzer=analyzer,
-                                   workers=workers, dense=dense, late=late, force=force)
+                                   workers=workers, dense=dense, late=late, force=force, fields=fields)
     from retrieval.index.native import build_index
 
     return build_index(documents, path, source=source, analyzer=analyzer, workers=workers, force=force,

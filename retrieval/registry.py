@@ -101,23 +101,37 @@ def _native_sparse(model: str) -> Builder:
     return build
 
 
-def _no_filter(index: AnyIndex, v: dict[str, Any]) -> None:
-    """Filters run on single native indexes so far: refuse one elsewhere rather than ignore it."""
-    if v.get("filter") is not None:
-        raise InputError(f"filter is not supported on a {index.kind} index yet; search a single native"
-                         " index", index.path)
-
-
 def _fielded(name: str) -> Builder:
     def build(index: AnyIndex, **v: Any) -> Stage:
-        from retrieval.sparse.fielded import BM25F, MultifieldBM25
+        from retrieval.sparse.fielded import BM25F, MultifieldBM25, MultifieldQLD
         from retrieval.sparse.rankers import RM3
 
-        common = {n: v[n] for n in ("k1", "b", "field_weights", "hits", "threads", "filter")}
-        stage = MultifieldBM25(index, **common) if name == "multifield" else BM25F(index, **common,
-                                                                                   field_b=v["field_b"])
+        common = {n: v[n] for n in ("field_weights", "hits", "threads", "filter")}
+        if name == "multifield_qld":
+            stage: Stage = MultifieldQLD(index, mu=v["mu"], **common)
+        elif name == "multifield":
+            stage = MultifieldBM25(index, k1=v["k1"], b=v["b"], **common)
+        else:
+            stage = BM25F(index, k1=v["k1"], b=v["b"], field_b=v["field_b"], **common)
         return _feedback(RM3, stage, v)
     return build
+
+
+def _sharded_fielded(name: str) -> Builder:
+    def build(index: AnyIndex, **v: Any) -> Stage:
+        from retrieval.shards.rankers import ShardedFielded, ShardedRM3
+
+        own = {"multifield": ("k1", "b"), "multifield_qld": ("mu",), "bm25f": ("k1", "b", "field_b")}[name]
+        stage = ShardedFielded(index, name, v["hits"], index.shard_backend(), v["threads"],
+                               filter=v["filter"],
+                               field_weights=v["field_weights"], **{n: v[n] for n in own})
+        return _feedback(ShardedRM3, stage, v)
+    return build
+
+
+def fielded_builders(name: str) -> dict[str, Builder]:
+    """The native and sharded (and live) builders of a fielded ranker (sparse/fielded.py)."""
+    return {"native": _fielded(name), "sharded": _sharded_fielded(name)}
 
 
 def _sharded_sparse(model: str) -> Builder:
@@ -140,8 +154,7 @@ def _lucene_sparse(model: str) -> Builder:
     def build(index: AnyIndex, **v: Any) -> Stage:
         from retrieval.lucene import LuceneBM25, LuceneQLD
 
-        _no_filter(index, v)
-        common = {n: v[n] for n in FEEDBACK + ("hits", "threads")} | _model_params(model, v)
+        common = {n: v[n] for n in FEEDBACK + ("hits", "threads", "filter")} | _model_params(model, v)
         return _rescoring_depth((LuceneBM25 if model == "bm25" else LuceneQLD)(index, **common), v)
     return build
 
@@ -170,11 +183,11 @@ def _native_dense(index: AnyIndex, **v: Any) -> Stage:
 def _sharded_dense(index: AnyIndex, **v: Any) -> Stage:
     from retrieval.shards.rankers import ShardedDense
 
-    _no_filter(index, v)
     for name in ("ef_search", "nprobe"):
         if v[name] is not None:
             raise InputError(f"{name} is not supported on a sharded index (its dense parts are flat)")
-    return ShardedDense(index, v["hits"], index.shard_backend(), v["encoder"], v["precision"], v["threads"])
+    return ShardedDense(index, v["hits"], index.shard_backend(), v["encoder"], v["precision"], v["threads"],
+                        filter=v["filter"])
 
 
 def _hybrid(index: AnyIndex, **v: Any) -> Stage:
@@ -217,7 +230,54 @@ def _dense_rocchio(index: AnyIndex, **v: Any) -> Stage:
                         qrels=_qrels(v))
 
 
-SCORERS = ("bm25", "qld", "qljm", "rm3", "dense", "late")
+SCORERS = ("bm25", "qld", "qljm", "rm3", "dense", "late", "fields")
+SHARDED_SCORERS = ("bm25", "qld", "qljm", "late")  # rescoring a run over shards
+
+
+def _feature_names(index: AnyIndex, feature_set: str) -> list[str]:
+    """The scorers of `feature_set` ("all": every one the index has parts for; `fields` only when it
+    has fields; on shards those that rescore over shards)."""
+    fielded = bool(getattr(index, "fields", None))
+    usable = SHARDED_SCORERS if index.kind == "sharded" else SCORERS
+    if feature_set == "all":
+        return [n for n in usable
+                if (n not in ("dense", "late") or index.has(n)) and (n != "fields" or fielded)]
+    names = feature_set.split("+")
+    unknown = [n for n in names if n not in SCORERS]
+    if unknown or len(set(names)) != len(names) or not names:
+        raise InputError(f"feature_set: expected all, or names joined by '+' from {', '.join(SCORERS)};"
+                         f" got {feature_set!r}")
+    for part in ("dense", "late"):
+        if part in names and not index.has(part):
+            raise InputError(f"feature {part} needs the index's {part} part", index.path)
+    if "fields" in names and not fielded:
+        raise InputError("feature fields needs an index built with fields (retrieval index --fields)",
+                         index.path)
+    refused = [n for n in names if n not in usable]
+    if refused:
+        raise InputError(f"on a sharded index the features are {', '.join(SHARDED_SCORERS)};"
+                         f" {', '.join(refused)} rescore a run on a single native index only", index.path)
+    return names
+
+
+def feature_set_for(names: tuple[str, ...] | list[str]) -> str:
+    """The `feature_set` that computes the scorer features among `names` (a trained model's)."""
+    wanted = [n for n in SCORERS if n in names]
+    if any(n.startswith("bm25_") or n == "bm25f" for n in names):
+        wanted.append("fields")
+    return "+".join(wanted) if wanted else "bm25"
+
+
+def _field_scorers(index: AnyIndex, v: dict[str, Any]) -> dict[str, Stage]:
+    """BM25 of each field alone (`bm25_FIELD`: multifield with that field's weight 1, the others 0) and
+    BM25F over all (`bm25f`)."""
+    common = {"threads": v["threads"], "k1": v["k1"], "b": v["b"]}
+    out: dict[str, Stage] = {}
+    for name in index.fields:
+        weights = ",".join(f"{f}={int(f == name)}" for f in index.fields)
+        out[f"bm25_{name}"] = build("multifield", index, **common, field_weights=weights)
+    out["bm25f"] = build("bm25f", index, **common)
+    return out
 
 
 def _features(index: AnyIndex, **v: Any) -> Stage:
@@ -225,20 +285,9 @@ def _features(index: AnyIndex, **v: Any) -> Stage:
     from retrieval.ltr.features import FeatureStage, RM3Rescorer
     from retrieval.sparse.rankers import RM3
 
-    if v["feature_set"] == "all":
-        names = [n for n in SCORERS if n not in ("dense", "late") or index.has(n)]
-    else:
-        names = v["feature_set"].split("+")
-        unknown = [n for n in names if n not in SCORERS]
-        if unknown or len(set(names)) != len(names) or not names:
-            raise InputError(f"feature_set: expected all, or names joined by '+' from {', '.join(SCORERS)};"
-                             f" got {v['feature_set']!r}")
-        for part in ("dense", "late"):
-            if part in names and not index.has(part):
-                raise InputError(f"feature {part} needs the index's {part} part", index.path)
     common = {"threads": v["threads"]}
     scorers: dict[str, Stage] = {}
-    for name in names:
+    for name in _feature_names(index, v["feature_set"]):
         if name in ("bm25", "qld", "qljm"):
             own = {"bm25": ("k1", "b"), "qld": ("mu",), "qljm": ("lam",)}[name]
             scorers[name] = build(name, index, **common, **{k: v[k] for k in own})
@@ -248,9 +297,12 @@ def _features(index: AnyIndex, **v: Any) -> Stage:
                                             original_weight=v["original_weight"]))
         elif name == "dense":
             scorers[name] = build("dense", index, **common, encoder=v["encoder"], precision=v["precision"])
+        elif name == "fields":
+            scorers |= _field_scorers(index, v)
         else:
+            # the feature is MaxSim alone, not the fused default
             scorers[name] = build("late", index, **common, precision=v["precision"], depth=v["depth"],
-                                  interpolate=0.0)  # the feature is MaxSim alone, not the fused default
+                                  checkpoint=v["checkpoint"], interpolate=0.0)
     return FeatureStage(index, scorers, depth=v["depth"], cache=v["cache"])
 
 
@@ -283,9 +335,11 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
            sparse_builders("qld") | {"lucene": _lucene_sparse("qld")}),
     Ranker("qljm", "query likelihood, Jelinek-Mercer smoothing", ("lam",) + SPARSE, sparse_builders("qljm")),
     Ranker("multifield", "Anserini's multifield BM25: per-field BM25 summed (index built with --fields)",
-           ("k1", "b", "field_weights") + SPARSE, {"native": _fielded("multifield")}),
+           ("k1", "b", "field_weights") + SPARSE, fielded_builders("multifield")),
+    Ranker("multifield_qld", "query likelihood per field: per-field Dirichlet QL, weighted and summed"
+           " (--fields)", ("mu", "field_weights") + SPARSE, fielded_builders("multifield_qld")),
     Ranker("bm25f", "BM25F: field-weighted, per-field length-normalised tf, one saturation (--fields)",
-           ("k1", "b", "field_weights", "field_b") + SPARSE, {"native": _fielded("bm25f")}),
+           ("k1", "b", "field_weights", "field_b") + SPARSE, fielded_builders("bm25f")),
     Ranker("dense", "bi-encoder over the index's FAISS part", NEURAL + ("filter", "ef_search", "nprobe"),
            {"native": _native_dense, "sharded": _sharded_dense}, needs_parts=("dense",)),
     Ranker("hybrid", "BM25 fused with dense",
@@ -297,8 +351,9 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
            NEURAL + ROCCHIO, {"native": _dense_rocchio}, needs_parts=("dense",)),
     Ranker("features", "features of a run's top `depth` for learning to rank: every scorer's score,"
            " ranks, lengths, idf", ("hits", "threads", "depth", "feature_set", "cache", "k1", "b", "mu",
-                                   "lam", "fb_docs", "fb_terms", "original_weight", "encoder", "precision"),
-           {"native": _features}, defaults={"depth": 100}, needs_run=True),
+                                   "lam", "fb_docs", "fb_terms", "original_weight", "encoder", "precision",
+                                   "checkpoint"),
+           {"native": _features, "sharded": _features}, defaults={"depth": 100}, needs_run=True),
     Ranker("ltr", "a learned ranker (LambdaMART or linear) over a features stage's candidates",
            ("hits", "threads", "checkpoint"), {"native": _ltr, "sharded": _ltr}, needs_run=True),
     Ranker("late", "late-interaction (MaxSim) reranker of a run's top `depth`",

@@ -88,6 +88,9 @@ RANKERS = {
     "qljm": lambda index, **f: build("qljm", index, **f),
     "bm25+rm3": lambda index, **f: build("bm25", index, rm3=True, fb_docs=3, **f),
     "multifield": lambda index, **f: build("multifield", index, field_weights="title=2,text=1", **f),
+    "multifield_qld": lambda index, **f: build("multifield_qld", index, mu=50, field_weights="title=1.5",
+                                               **f),
+    "multifield_qld+rm3": lambda index, **f: build("multifield_qld", index, rm3=True, fb_docs=3, **f),
     "bm25f": lambda index, **f: build("bm25f", index, field_weights="title=2.5", field_b="title=0.2", **f),
     "bm25f+rm3": lambda index, **f: build("bm25f", index, rm3=True, fb_docs=3, **f),
 }

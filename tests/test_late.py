@@ -120,6 +120,22 @@ def tiny_index(tiny_docs, tmp_path) -> Index:
     return Index.open(path)
 
 
+def test_a_zero_shot_store_serves_a_projection_checkpoint(tiny_index, small_checkpoint):
+    """A checkpoint over the zero-shot store's encoder projects the stored tokens: no encoding on the
+    fly, and the same MaxSim as encoding with the checkpoint (up to fp16)."""
+    build_late(tiny_index, LateModel("zero-shot", threads=1), progress=False)
+    index = Index.open(tiny_index.path)
+    model = LateModel(small_checkpoint, threads=1)
+    projected = LateReranker(index, model)
+    assert projected.store is not None and projected.projects_store
+    assert not LateReranker(index, "zero-shot").projects_store
+    fly = LateReranker(index, model, use_store=False)
+    ids = index.doc_id_list
+    a, b = projected.score("cats on a mat", ids), fly.score("cats on a mat", ids)
+    np.testing.assert_allclose(a, b, atol=0.02)
+    assert not np.allclose(a, LateReranker(index, "zero-shot").score("cats on a mat", ids), atol=0.02)
+
+
 @pytest.mark.parametrize("compression", ["fp16", "int8"])
 def test_store_matches_on_the_fly(tiny_index, small_checkpoint, compression):
     model = LateModel(small_checkpoint, threads=1)

@@ -126,6 +126,9 @@ def test_features_and_train_ltr_commands(cacm_index, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "chosen on validation" in out and "feature importances" in out
     assert load_model(model).kind == "linear"
+    assert main(["train", "ltr", "--features", str(letor), "--topics", "cacm", "--kind", "coordascent",
+                 "--output", str(tmp_path / "ca")]) in (0, None)
+    assert load_model(tmp_path / "ca").kind == "coordascent"
     assert main(["train", "ltr", "--features", str(letor), "--kind", "linear", "--objective",
                  "lambdarank", "--output", str(tmp_path / "m2")]) == 2
 
@@ -139,3 +142,53 @@ def test_boosting_from_the_first_stage_starts_from_its_ranking(cacm_features):
     x = model.matrix(cacm_features, "1")
     assert np.allclose(model.base_scores(x), x[:, 0])
     assert model.predict(x).shape == (30,)
+
+
+def test_coordinate_ascent_optimises_the_measure_it_reports(cacm_features, tmp_path):
+    """Its training nDCG@10 is trec_eval's on the reranked candidates, at least the first stage's, and
+    the same weights come from the same seed; stored as JSON weights of unit L1 norm."""
+    from retrieval.evaluation.measures import evaluate
+    from retrieval.ltr.coordinate import Lists
+    from retrieval.ltr.train import design, judged_grades
+
+    qrels = Qrels({q: j for q, j in load_qrels("cacm").items() if q in cacm_features.features})
+    settings = {"measure": "nDCG@10", "normalisation": "zscore", "restarts": 2}
+    model = fit("coordascent", settings, cacm_features.names, [cacm_features], [qrels])
+    again = fit("coordascent", settings, cacm_features.names, [cacm_features], [qrels])
+    assert model.weights == again.weights
+    assert abs(sum(abs(w) for w in model.weights) - 1) < 1e-9
+    trained = model.info["training"]["nDCG@10"]
+    assert abs(evaluate(model.rerank(cacm_features), qrels, "nDCG@10")["nDCG@10"] - trained) < 1e-9
+    first = evaluate(cacm_features, qrels, "nDCG@10")["nDCG@10"]
+    assert trained >= first
+    x, y, groups = design([cacm_features], [qrels], cacm_features.names, "zscore", model.stats)
+    lists = Lists.build(x, y, groups, judged_grades([cacm_features], [qrels]))
+    assert abs(lists.measure(lists.x @ np.asarray(model.weights), "nDCG@10") - trained) < 1e-12
+    assert abs(lists.measure(lists.x @ np.asarray(model.weights), "MAP")
+               - evaluate(model.rerank(cacm_features), qrels, "MAP")["MAP"]) < 1e-9
+    model.save(tmp_path / "ca")
+    assert sorted(p.name for p in (tmp_path / "ca").iterdir()) == ["model.json", "training.json"]
+    loaded = load_model(tmp_path / "ca")
+    assert loaded.kind == "coordascent"
+    assert format_run(loaded.rerank(cacm_features), "t") == format_run(model.rerank(cacm_features), "t")
+    query_features = [cacm_features.names.index(n) for n in ("query_length", "idf_sum")]
+    assert all(model.weights[j] == 0 for j in query_features)
+
+
+def test_search_reranks_by_an_ltr_checkpoint(cacm_index, cacm_features, tmp_path):
+    """`retrieval search --ltr MODEL` equals the Python cascade bm25 % 200 >> features >> ltr."""
+    qrels = load_qrels("cacm")
+    fit("linear", {"l2": 1.0, "normalisation": "zscore"}, cacm_features.names, [cacm_features],
+        [qrels]).save(tmp_path / "m")
+    out = tmp_path / "run.txt"
+    assert main(["search", "--index", str(cacm_index.path), "--topics", "cacm", "--hits", "200",
+                 "--ltr", str(tmp_path / "m"), "--ltr-depth", "30", "--hits", "200", "--tag", "t",
+                 "--output", str(out)]) in (0, None)
+    topics = load_topics("cacm")
+    cascade = (registry.build("bm25", cacm_index, hits=200) % 200
+               >> registry.build("features", cacm_index, depth=30)
+               >> registry.build("ltr", cacm_index, checkpoint=str(tmp_path / "m")))(topics)
+    assert out.read_text() == format_run(cascade, "t")
+    assert sum(line.startswith("1 ") for line in out.read_text().splitlines()) == 30
+    assert main(["search", "--index", str(cacm_index.path), "--topics", "cacm", "--late-checkpoint",
+                 "zero-shot", "--output", str(tmp_path / "x")]) == 2

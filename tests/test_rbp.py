@@ -39,9 +39,13 @@ def test_rbp_measures_and_means():
     assert means["MAP"] == pytest.approx((1 + 2 / 3) / 2 / 2)
     each = per_query(RUN, QRELS, "RBP(p=0.5)@2")
     assert each == {"1": {"RBP(p=0.5)@2": pytest.approx(0.25)}, "2": {"RBP(p=0.5)@2": 0.0}}
-    # a judged query the run leaves out scores 0 (and residual 1 is not claimed for it)
-    alone = evaluate(Run({"1": RUN["1"]}), QRELS, "RBP(p=0.8,rel=1)")
-    assert alone["RBP(p=0.8,rel=1)"] == pytest.approx(0.164)
+    # a judged query the run leaves out (or retrieves nothing for) scores 0, with residual 1
+    for run in (Run({"1": RUN["1"]}), Run({"1": RUN["1"], "2": []})):
+        alone = evaluate(run, QRELS, "RBP(p=0.8,rel=1),RBPres(p=0.8,rel=1)")
+        assert alone["RBP(p=0.8,rel=1)"] == pytest.approx(0.164)
+        assert alone["RBPres(p=0.8,rel=1)"] == pytest.approx((0.672 + 1.0) / 2)
+        each = per_query(run, QRELS, "RBPres(p=0.5),RBP(p=0.5),MAP")
+        assert each["2"] == {"RBPres(p=0.5)": 1.0, "RBP(p=0.5)": 0.0, "MAP": 0.0}
 
 
 def test_rbp_refuses_bad_persistence():

@@ -125,6 +125,16 @@ def test_search_filters_and_rerank_match_the_library(cacm_copy):
         full = build("qld", open_index(cacm_copy))({"q": query}, Run({"q": reference[:30]}))["q"]
         assert status == 200
         assert [(r["id"], r["score"]) for r in reply["results"]] == [tuple(x) for x in full]
+        # a filter on the rerank endpoint: the failing candidates are dropped, the rest reranked
+        status, reply = call(port, "POST", "/api/rerank", {"query": query, "pipeline": "qld",
+                                                           "candidates": [d for d, _ in reference[:30]],
+                                                           "filter": "year >= 1975"})
+        old = [(d, s) for d, s in full if (index.docstore.get(d).metadata or {}).get("year", 0) >= 1975]
+        assert status == 200 and 0 < len(old) < len(full)
+        assert [(r["id"], r["score"]) for r in reply["results"]] == [tuple(x) for x in old]
+        status, reply = call(port, "POST", "/api/rerank", {"query": query, "candidates": ["CACM-0001"],
+                                                           "filter": "year >"})
+        assert status == 400 and "filter" in reply["error"]
 
 
 def test_updates_over_http_equal_a_fresh_build(cacm_copy, cacm_docs, tmp_path):

@@ -40,6 +40,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--qrels", default=None, help="labels: collection name (NAME:train for another split)"
                    " or a qrels file")
     p.add_argument("--cache", default=None, help=PARAMS["cache"].help)
+    p.add_argument("--late-checkpoint", default=None,
+                   help="the late feature's checkpoint: zero-shot or a .safetensors (default: the committed"
+                   " one)")
     p.add_argument("--output", required=True, help="LETOR file to write")
     threads_flag(p)
     precision_flag(p, "how the dense and late scorers encode queries")
@@ -53,7 +56,7 @@ def run(args: argparse.Namespace) -> None:
     queries = collections.load_topics(args.topics, args.topic_field)
     qrels = collections.load_qrels(args.qrels) if args.qrels else None
     stage = build("features", args.index, depth=args.depth, feature_set=args.feature_set, cache=args.cache,
-                  threads=args.threads, precision=args.precision)
+                  threads=args.threads, precision=args.precision, checkpoint=args.late_checkpoint)
     if args.candidates is not None:
         first = run_answering(args.candidates, queries, "candidates")
         queries = type(queries)({q: t for q, t in queries.items() if q in first})

@@ -43,8 +43,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                    "statistics, so searching it gives the single index's run")
     p.add_argument("--fields", default=None, metavar="NAMES",
                    help="also index these fields apart, comma-separated (e.g. title,text): one postings "
-                   "list per field with its own lengths, for --model multifield and bm25f; the flat "
-                   "index (title and text together) is built as without it")
+                   "list per field with its own lengths, for --model multifield, multifield_qld and "
+                   "bm25f; the flat index (title and text together) is built as without it")
     p.add_argument("--dense", action="store_true",
                    help="also encode documents into a FAISS index (the dense/ part); with an "
                    "existing index and no --collection, add only the dense part")

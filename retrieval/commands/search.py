@@ -67,6 +67,15 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="auto (default) follows the index; native or lucene insists on that kind")
     p.set_defaults(ranker_flags=ranker_flags(p))
     p.add_argument("--candidates", type=Path, help="rescore this run file's documents instead")
+    p.add_argument("--ltr", type=Path, default=None, metavar="MODEL",
+                   help="then rerank the run's top --ltr-depth by this learned ranker (`retrieval train"
+                   " ltr`'s directory): the features it was trained on are computed for them and the"
+                   " run keeps those documents, in the model's order")
+    p.add_argument("--ltr-depth", type=number(), default=RANKERS["features"].default("depth"),
+                   help="--ltr: candidates per query (default %(default)s)")
+    p.add_argument("--late-checkpoint", default=None,
+                   help="--ltr: the late feature's checkpoint, as the features were computed (zero-shot"
+                   " or a .safetensors; default the committed checkpoint)")
     p.add_argument("--remove-query-ids", action=argparse.BooleanOptionalAction, default=None,
                    help="drop each query's own id from its hits (default: on for BEIR "
                    "collections such as scifact, off otherwise)")
@@ -105,6 +114,8 @@ def run(args: argparse.Namespace) -> None:
 
     params = given_params(args)
     entry = RANKERS[args.model]
+    if args.late_checkpoint is not None and args.ltr is None:
+        raise InputError("--late-checkpoint applies only with --ltr")
     if entry.needs_run and not args.candidates:
         raise InputError(f"{args.model} reranks a run: give --candidates RUN")
     if params.get("rm3") and args.candidates:
@@ -133,6 +144,8 @@ def run(args: argparse.Namespace) -> None:
     try:
         with naming_candidates(args.candidates):
             run = build(args.model, index, **params)(queries, candidates)
+            if args.ltr is not None:
+                run = _learned(index, queries, run, args)
         if candidates is not None:  # a stage rescores every candidate; the file keeps --hits
             run = run.cut(params.get("hits", entry.default("hits")))
     finally:
@@ -145,6 +158,17 @@ def run(args: argparse.Namespace) -> None:
         run = run.without_query_ids()
     tag = args.tag if args.tag is not None else (args.model + ("-rm3" if params.get("rm3") else ""))
     write_run_output(run, args.output, tag)
+
+
+def _learned(index: Any, queries: Any, run: Any, args: argparse.Namespace) -> Any:
+    """The run's top --ltr-depth reranked by the --ltr model over the features it was trained on."""
+    from retrieval.ltr.model import load_model
+    from retrieval.registry import build, feature_set_for
+
+    model = load_model(args.ltr)
+    features = build("features", index, depth=args.ltr_depth, feature_set=feature_set_for(model.names),
+                     checkpoint=args.late_checkpoint)
+    return build("ltr", index, checkpoint=str(args.ltr))(queries, features(queries, run))
 
 
 SHARD_RESCORING = tuple(SPARSE_MODELS)  # sparse models rescore a run on a sharded index

@@ -220,9 +220,10 @@ def train_realm(args: argparse.Namespace) -> None:
 def _add_ltr(kinds: argparse._SubParsersAction) -> None:
     from retrieval.ltr.train import GRIDS
 
-    p = kinds.add_parser("ltr", help="a learned ranker over LETOR features (LambdaMART or linear)",
+    p = kinds.add_parser("ltr", help="a learned ranker over LETOR features (LambdaMART or linear ones)",
                          description="Train LambdaMART (LightGBM: lambdarank, rank_xendcg or point-wise "
-                         "regression) or a linear pair-wise logistic ranker on features written by "
+                         "regression), a linear pair-wise logistic ranker or coordinate ascent on "
+                         "features written by "
                          "`retrieval features`, labelled by --topics' judgements (else the files' own "
                          "labels). Every setting of the grid is tried and the one with the best nDCG@10 "
                          "on the validation queries kept (LambdaMART's trees by early stopping there "
@@ -237,8 +238,9 @@ def _add_ltr(kinds: argparse._SubParsersAction) -> None:
                    help="LETOR files to choose settings on (default: every fifth training query)")
     p.add_argument("--validation-topics", nargs="+", default=None,
                    help="the judgements of each --validation file (default: the labels in the files)")
-    p.add_argument("--kind", default="lambdamart", choices=("lambdamart", "linear"),
-                   help="LambdaMART (LightGBM) or linear pair-wise logistic (default lambdamart)")
+    p.add_argument("--kind", default="lambdamart", choices=("lambdamart", "linear", "coordascent"),
+                   help="LambdaMART (LightGBM), linear pair-wise logistic, or coordinate ascent (a linear"
+                   " model fitted to nDCG@10 or MAP; default lambdamart)")
     p.add_argument("--objective", default=None, choices=GRIDS["lambdamart"]["objective"],
                    help="LambdaMART's objective (default: chosen on validation)")
     p.add_argument("--output", required=True, type=Path, help="model directory to write")

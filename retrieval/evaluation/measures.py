@@ -262,11 +262,13 @@ def per_query(run: Run, qrels: Qrels, measures: str | object | Sequence[str | ob
 
 def _per_query(run: Run, answered: Qrels, unanswered: list[str],
                parsed: list[tuple[str, object]]) -> dict[str, dict[str, float]]:
-    """Each query's values, in natural query id order; 0 for the unanswered ones (and for any value
-    a provider leaves out, as gdeval does for a query without a relevant document)."""
+    """Each query's values, in natural query id order; 0 for the unanswered ones (RBPres 1), and 0 for
+    any value a provider leaves out, as gdeval does for a query without a relevant document."""
     values: dict[tuple[str, object], float] = {}
     for qid, measure, value in _each_query(list(dict.fromkeys(m for _, m in parsed)), answered, run):
         values[qid, measure] = value
+    for q in unanswered:  # nothing retrieved: 0, but RBP's residual is then all of RBP's weight
+        values.update({(q, m): rbp.unanswered(m) for _, m in parsed})
     queries = sorted([*answered, *unanswered], key=natural_key)
     return {q: {name: values.get((q, m), 0.0) for name, m in parsed} for q in queries}
 

@@ -82,6 +82,12 @@ def per_query(measure: object, qrels: Mapping[str, Mapping[str, int]],
             for q, judged in qrels.items() if rankings.get(q)}
 
 
+def unanswered(measure: object) -> float:
+    """The value for a judged query the run retrieves nothing for: RBP 0, its residual 1 (every rank
+    unseen); 0 for any other measure."""
+    return 1.0 if getattr(measure, "NAME", None) == "RBPres" else 0.0
+
+
 def check(measure: object) -> str | None:
     """Why the measure's settings cannot be computed (None if they can)."""
     p, _, _ = _settings(measure)

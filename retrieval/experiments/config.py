@@ -51,7 +51,8 @@ from retrieval.pipeline.stage import Cut, Pipeline
 from retrieval.registry import RANKERS, build
 
 TOP_KEYS = {"name", "collection", "topics", "topic_field", "qrels", "remove_query_ids", "index",
-            "threads", "measures", "only_answered", "baseline", "alpha", "pipelines", "sweeps", "qa"}
+            "threads", "measures", "only_answered", "baseline", "alpha", "pipelines", "sweeps", "qa",
+            "filter"}
 QA_KEYS = {"questions", "reader", "passages", "temperature", "systems", "select_on", "select_passages"}
 
 # ---------------------------------------------------------------- YAML with line numbers
@@ -325,8 +326,37 @@ def _check_system_name(name: Any, parent: Located, what: str = "system") -> None
         raise parent.fail(f"{what} name {name!r} may hold only letters, digits and _.+>@=-", name)
 
 
+def _top_filter(m: Located) -> str | None:
+    """The config's top-level `filter:` (index/filters.py), checked; None without one."""
+    value = m.get("filter")
+    if value is None:
+        return None
+    from retrieval.index.filters import parse_filter
+
+    if not isinstance(value, str):
+        raise m.fail("'filter' must be a filter expression (e.g. year >= 1990)", "filter")
+    try:
+        parse_filter(value)
+    except InputError as e:
+        raise m.fail(e.message, "filter") from None
+    return value
+
+
+def _with_filter(stages: list[StageSpec], expression: str, raw: Located, name: str) -> None:
+    """Give every stage that takes a filter the top-level one (and-ed with its own): the first
+    stage must take it, so every pipeline ranks passing documents only."""
+    if "filter" not in RANKERS[stages[0].model].params:
+        raise raw.fail(f"pipeline {name!r} starts with {stages[0].model}, which takes no filter; the"
+                       " top-level 'filter' applies to every pipeline", name)
+    for spec in stages:
+        if "filter" in RANKERS[spec.model].params:
+            own = spec.params.get("filter")
+            spec.params["filter"] = expression if own is None else f"({expression}) and ({own})"
+
+
 def _pipelines(m: Located, threads: int) -> dict[str, list[StageSpec]]:
     raw = m.get("pipelines")
+    top_filter = _top_filter(m)
     if not isinstance(raw, Located) or not raw:
         raise m.fail("'pipelines' must be a mapping of system name -> stages", "pipelines")
     out = {}
@@ -342,6 +372,8 @@ def _pipelines(m: Located, threads: int) -> dict[str, list[StageSpec]]:
                            f" it (e.g. [{{model: bm25, cutoff: 100}}, {first}])", name)
         refuse_feedback(out[name][1:], "after the first stage (it would not rescore the run it is given)",
                         placed=True)
+        if top_filter is not None:
+            _with_filter(out[name], top_filter, raw, name)
     return out
 
 

@@ -2,7 +2,8 @@
 
 The reranker rescores each query's top `depth` hits by MaxSim. It reads
 document embeddings from the index's `late/` part when the part was built by
-the same model, and otherwise encodes the documents' text (from the doc store,
+the same model (or is the zero-shot part of the model's encoder, which the
+model's projection maps to its own embeddings), and otherwise encodes the documents' text (from the doc store,
 or given directly to `rerank`) on the fly, each distinct document of a run
 once per group of queries. The score of a reranked hit is
 w * minmax(first-stage score) + (1 - w) * minmax(MaxSim) per query, w =
@@ -52,6 +53,16 @@ def reranked(hits: Sequence[tuple[str, float]], scores: Sequence[float], weight:
     return with_tail(late if weight == 0 else interpolate_ranking(top, late, weight), hits)
 
 
+def zero_shot_of(store: object, model: LateModel) -> bool:
+    """Whether `store` holds the zero-shot embeddings of `model`'s own encoder (same base model and
+    settings) while `model` has a projection: normalise(P normalise(s)) = normalise(P s), so projecting
+    the stored tokens gives the model's embeddings exactly (up to the store's compression)."""
+    if model.projection is None:
+        return False
+    want = model.identity() | {"checkpoint_sha256": None, "dim": model.encoder.dim}
+    return all(all(s.entry.get(k) == v for k, v in want.items()) for s in getattr(store, "stores", [store]))
+
+
 class LateReranker(Stage):
     """Rerank a Run's top `depth` hits per query by MaxSim fused with the first stage's scores (a stage
     that needs a run), the hits below `depth` after them; keep `hits`.
@@ -78,10 +89,13 @@ class LateReranker(Stage):
         self.hits = hits
         self.depth = depth or params.RERANK_DEPTH
         self.store = None
+        self.projects_store = False  # the store is zero-shot: this model's projection maps it to its own
         if self.index is not None and self.index.has(PART) and use_store is not False:
             store = LateStore(self.index) if self.index.kind == "native" else self.index.late_store()
             if store.compatible(self.model):
                 self.store = store
+            elif zero_shot_of(store, self.model):
+                self.store, self.projects_store = store, True
             elif use_store:
                 raise InputError("the index's late store was built with another model; rebuild it"
                                  " with `retrieval index --late` or rerank on the fly", self.index.path)
@@ -101,6 +115,8 @@ class LateReranker(Stage):
         q = self.model.queries([query])[0]
         if self.store is not None and texts is None:
             emb, offsets = self.store.gather(doc_ids)
+            if self.projects_store:
+                emb = self.model.project(emb)
         else:
             docs = self._embeddings(doc_ids, texts, encoded)
             offsets = np.concatenate([[0], np.cumsum([len(x) for x in docs])]).astype(np.int64)

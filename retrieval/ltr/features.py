@@ -46,6 +46,14 @@ def _lowest_fill(values: list[float | None]) -> np.ndarray:
     return np.array([low if v is None else v for v in values], dtype=np.float64)
 
 
+def _identity(stage: Stage) -> list:
+    """What makes a scorer's scores: its repr and, for a late reranker, its checkpoint (the repr
+    leaves the model out)."""
+    model = getattr(stage, "model", None)
+    late = model.identity() if hasattr(model, "identity") else None
+    return [repr(stage), late]
+
+
 def minmax(x: np.ndarray) -> np.ndarray:
     """Scaled to [0, 1] (all 0 when constant)."""
     if not x.size:
@@ -87,7 +95,7 @@ class FeatureStage(Stage):
         manifest = Path(getattr(self.index, "path", "")) / "manifest.json"
         digest.update(manifest.read_bytes() if manifest.is_file() else str(manifest).encode())
         digest.update(json.dumps([list(queries.items()), self.depth, self.names,
-                                  [repr(s) for s in self.scorers.values()]]).encode())
+                                  [_identity(s) for s in self.scorers.values()]]).encode())
         for q in sorted(run):
             digest.update(json.dumps([q, run[q][: self.depth]]).encode())
         return digest.hexdigest()[:24]

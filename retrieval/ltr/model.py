@@ -1,8 +1,9 @@
-"""Learned rankers over features: LambdaMART (LightGBM) and a linear model, stored without pickle.
+"""Learned rankers over features: LambdaMART (LightGBM) and two linear models (pair-wise logistic,
+and coordinate ascent on a list measure), stored without pickle.
 
 A model is a directory:
 
-- `model.json`: the kind (`lambdamart` or `linear`), the feature names it was
+- `model.json`: the kind (`lambdamart`, `linear` or `coordascent`), the feature names it was
   trained on (in its column order), the normalisation (per-query and global
   statistics) and the linear weights;
 - `training.json`: the settings, the validation figures that chose them and the
@@ -37,7 +38,8 @@ from retrieval.pipeline import params
 from retrieval.pipeline.stage import Stage
 from retrieval.types import Queries, Run
 
-KINDS = ("lambdamart", "linear")
+KINDS = ("lambdamart", "linear", "coordascent")
+LINEAR_KINDS = ("linear", "coordascent")  # a weight per feature, stored as JSON
 BASE_FEATURE = "first_score"
 NORMALISATIONS = ("minmax", "zscore", "none")
 
@@ -110,7 +112,7 @@ class LTRModel:
     def predict(self, x: np.ndarray) -> np.ndarray:
         if not len(x):
             return np.zeros(0)
-        if self.kind == "linear":
+        if self.kind in LINEAR_KINDS:
             return x @ np.asarray(self.weights, dtype=np.float64)
         return np.asarray(self.booster.predict(x, num_threads=1), dtype=np.float64) + self.base_scores(x)
 
@@ -125,7 +127,7 @@ class LTRModel:
 
     def importances(self) -> dict[str, float]:
         """Each feature's share of the model: LightGBM's gain importance, or |weight| for linear."""
-        if self.kind == "linear":
+        if self.kind in LINEAR_KINDS:
             raw = np.abs(np.asarray(self.weights, dtype=np.float64))
         else:
             raw = np.asarray(self.booster.feature_importance("gain"), dtype=np.float64)

@@ -8,9 +8,11 @@ LambdaMART is LightGBM's gradient-boosted trees with a ranking objective:
 stopping on the validation queries' nDCG@10; optionally boosted from the first
 stage's normalised score (`base`, model.py). The linear model is a pair-wise
 logistic ranker (RankNet's loss on a linear score, L2-regularised, fitted by
-scipy's L-BFGS). For either, each setting of GRIDS is trained and the one with
-the best validation nDCG@10 (our own evaluation, every judged validation query
-counted) is kept; the settings and validation figures go into the model.
+scipy's L-BFGS). Coordinate ascent (coordinate.py) fits linear weights to the
+training queries' nDCG@10 or MAP directly, RankLib's way. For each kind, each
+setting of GRIDS is trained and the one with the best validation nDCG@10 (our
+own evaluation, every judged validation query counted) is kept; the settings
+and validation figures go into the model.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 
 from retrieval.errors import InputError
 from retrieval.evaluation.measures import evaluate
+from retrieval.ltr.coordinate import Lists, coordinate_ascent
 from retrieval.ltr.model import KINDS, LTRModel, columns, normalise_query, query_stats
 from retrieval.ltr.run import FeatureRun
 from retrieval.types import Qrels, Run
@@ -31,10 +34,12 @@ Qrel = Mapping[str, Mapping[str, int]]
 VALIDATION_MEASURE = "nDCG@10"
 MAX_TREES = 300
 EARLY_STOPPING = 30
+LEARNING_RATE = 0.05  # LambdaMART's, unless the settings name one
 GRIDS: dict[str, dict[str, Sequence[Any]]] = {
     "lambdamart": {"objective": ("lambdarank", "rank_xendcg", "regression"), "num_leaves": (3, 7),
                    "min_data_in_leaf": (50, 200), "normalisation": ("minmax", "zscore"), "base": (0.0, 1.0)},
     "linear": {"l2": (0.01, 1.0, 100.0), "normalisation": ("minmax", "zscore")},
+    "coordascent": {"measure": ("nDCG@10", "MAP"), "normalisation": ("minmax", "zscore"), "restarts": (3,)},
 }
 MAX_PAIRS = 2000  # per query, for the linear model's loss (drawn with a fixed seed)
 
@@ -60,6 +65,13 @@ def design(runs: Sequence[FeatureRun], qrels: Sequence[Qrel], names: Sequence[st
     if not xs:
         raise InputError("no judged query in the training features; wrong qrels for them?")
     return np.vstack(xs), np.concatenate(ys).astype(np.float64), groups
+
+
+def judged_grades(runs: Sequence[FeatureRun], qrels: Sequence[Qrel]) -> list[list[int]]:
+    """Every grade each query of design() has in its judgements (its rows' order), for list measures'
+    ideals."""
+    return [[int(g) for g in judged[q].values()] for run, judged in zip(runs, qrels)
+            for q, (ids, _) in run.features.items() if q in judged and ids]
 
 
 def score(model: LTRModel, runs: Sequence[FeatureRun], qrels: Sequence[Qrel]) -> float:
@@ -88,13 +100,19 @@ def fit(kind: str, settings: Mapping[str, Any], names: Sequence[str], runs: Sequ
         weights = _pairwise_logistic(x, y, groups, float(settings["l2"]))
         return LTRModel(kind, tuple(names), how, stats, weights=weights.tolist(),
                         info={"settings": dict(settings)})
+    if kind == "coordascent":
+        lists = Lists.build(x, y, groups, judged_grades(runs, qrels))
+        weights, value = coordinate_ascent(lists, names, settings["measure"], int(settings["restarts"]))
+        return LTRModel(kind, tuple(names), how, stats, weights=weights.tolist(),
+                        info={"settings": dict(settings), "training": {settings["measure"]: value}})
     import lightgbm
 
     objective = settings["objective"]
     base = float(settings.get("base", 0.0))
     start = LTRModel(kind, tuple(names), how, stats, base=base)
     lgb_params = {"objective": objective, "num_leaves": settings["num_leaves"],
-                  "min_data_in_leaf": settings["min_data_in_leaf"], "learning_rate": 0.05,
+                  "min_data_in_leaf": settings["min_data_in_leaf"],
+                  "learning_rate": float(settings.get("learning_rate", LEARNING_RATE)),
                   "feature_fraction": 1.0, "lambda_l2": 1.0, "max_bin": 255, "num_threads": 1,
                   "deterministic": True, "force_row_wise": True, "seed": 0, "verbose": -1,
                   "metric": "ndcg", "eval_at": [10]}

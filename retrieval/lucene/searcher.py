@@ -18,8 +18,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from retrieval import storage
 from retrieval.errors import InputError, UnknownDocument
+from retrieval.index.filters import Filter, allow_mask, as_filter
 from retrieval.lucene import jvm
 from retrieval.lucene.indexer import LUCENE_DIR
 from retrieval.pipeline import params
@@ -109,20 +112,65 @@ def _open_searcher(directory: Path) -> Any:
         raise InputError(f"cannot open Lucene index ({jvm.java_error(e)})", directory) from None
 
 
+def filter_query(index: LuceneIndex, spec: Filter) -> tuple[int, Any]:
+    """(documents passing, the filter as a non-scoring Lucene query; None when all pass).
+
+    The filter is evaluated over our doc store's metadata (index/filters.py's allow mask), and
+    becomes an exact doc-id set on Anserini's `id` field (indexed as one term per document): the
+    passing ids (a TermInSetQuery), or, when fewer fail, every document but the failing ids.
+    Added to a query as a FILTER clause it selects without scoring, so a passing document's score
+    is its unfiltered score.
+    """
+    if index.manifest is None:
+        raise InputError("a filter needs the doc store of an index built by `retrieval index"
+                         " --backend lucene` (metadata); this is a plain Anserini index", index.path)
+    from retrieval.index.native import Index
+
+    native = Index.open(index.path)
+    mask = allow_mask(spec, native).astype(bool)
+    ids = np.asarray(native.doc_id_list, dtype=object)
+    passing = int(mask.sum())
+    keep = passing <= len(mask) - passing
+    listed = ids[mask] if keep else ids[~mask]
+    if not keep and not len(listed):
+        return passing, None
+    bytes_ref = jvm.autoclass("org.apache.lucene.util.BytesRef")
+    terms = jvm.autoclass("java.util.ArrayList")()
+    for doc_id in listed.tolist():
+        terms.add(bytes_ref(doc_id.encode("utf-8")))
+    id_set = jvm.autoclass("org.apache.lucene.search.TermInSetQuery")("id", terms)
+    if keep:
+        return passing, id_set
+    return passing, _boolean((jvm.autoclass("org.apache.lucene.search.MatchAllDocsQuery")(), "MUST"),
+                             (id_set, "MUST_NOT"))
+
+
+def _boolean(*clauses: tuple[Any, str]) -> Any:
+    """A Lucene BooleanQuery of (query, occur name) clauses."""
+    occur = jvm.autoclass("org.apache.lucene.search.BooleanClause$Occur")
+    builder = jvm.autoclass("org.apache.lucene.search.BooleanQuery$Builder")()
+    for query, how in clauses:
+        builder.add(query, getattr(occur, how))
+    return builder.build()
+
+
 class _LuceneStage(Stage):
     """Shared machinery: open the index, configure RM3, batch search."""
 
     def __init__(self, index: LuceneIndex | str | Path, *, hits: int = default("hits"), rm3: bool = False,
                  fb_docs: int = default("fb_docs"), fb_terms: int = default("fb_terms"),
-                 original_weight: float = default("original_weight"), threads: int = default("threads")):
+                 original_weight: float = default("original_weight"), threads: int = default("threads"),
+                 filter: object = None):
         params.check(hits=hits, threads=threads, rm3=rm3, fb_docs=fb_docs, fb_terms=fb_terms,
                      original_weight=original_weight)
         self.index = _as_lucene(index)
+        self.filter = as_filter(filter)
         self.directory = self.index.directory
         self.hits, self.threads, self.rm3 = hits, threads, rm3
         self.fb_docs, self.fb_terms, self.original_weight = fb_docs, fb_terms, original_weight
         self._searcher = _open_searcher(self.directory)
         self._configure(self._searcher)
+        self._filter_query = None if self.filter is None else filter_query(self.index, self.filter)
         if rm3:
             self._enable_rm3()
 
@@ -156,6 +204,8 @@ class _LuceneStage(Stage):
 
     def _params(self) -> dict[str, Any]:
         params: dict[str, Any] = {"hits": self.hits}
+        if self.filter is not None:
+            params["filter"] = self.filter.to_expression()
         if self.rm3:
             params.update(rm3=True, fb_docs=self.fb_docs, fb_terms=self.fb_terms,
                           original_weight=self.original_weight)
@@ -172,6 +222,8 @@ class _LuceneStage(Stage):
         for qid, text in queries.items():
             if not str(text).strip():
                 raise InputError(f"query {qid!r} is empty")
+        if self.filter is not None:
+            return self._filtered(queries)
         array_list = jvm.autoclass("java.util.ArrayList")
         texts, qids = array_list(), array_list()
         for qid, text in queries.items():
@@ -189,6 +241,51 @@ class _LuceneStage(Stage):
                 raise RuntimeError(f"Lucene returned no result list for query {qid!r}")
             rankings[qid] = [(hit.docid, float(hit.score)) for hit in found]
         return Run(rankings)
+
+    def _filtered(self, queries: Queries) -> Run:
+        """Each query's top `hits` among the documents the filter passes: the query as Anserini
+        builds it (bag of words over `contents`), required, and the filter as a non-scoring FILTER
+        clause (filter_query), so Lucene collects passing documents only, scored as ever. With RM3,
+        Anserini's own reranker cascade runs as SimpleSearcher runs it, given the filter in its
+        context: its feedback documents are the filtered ranking's, and it adds the filter to the
+        expanded query."""
+        passing, id_filter = self._filter_query
+        if passing == 0:
+            return Run({qid: [] for qid in queries})
+        searcher = self._searcher
+        rankings = {}
+        for qid, text in queries.items():
+            query = searcher.generator.buildQuery("contents", searcher.analyzer, str(text))
+            if id_filter is not None:
+                query = _boolean((query, "MUST"), (id_filter, "FILTER"))
+            try:
+                if self.rm3:
+                    rankings[qid] = self._rm3(str(qid), str(text), query, id_filter)
+                else:
+                    found = searcher.search(query, self.hits)
+                    rankings[qid] = [(hit.docid, float(hit.score)) for hit in found]
+            except Exception as e:  # jnius.JavaException, e.g. TooManyClauses for a very long query
+                raise InputError(f"Lucene cannot search query {qid!r}: {jvm.java_error(e)}") from None
+        return Run(rankings)
+
+    def _rm3(self, qid: str, text: str, query: Any, id_filter: Any) -> list[tuple[str, float]]:
+        """SimpleSearcher's RM3 search (first ranking to Anserini's rerank cut-off, then its
+        cascade: RM3, score-tie adjustment), with the filter in the reranker context."""
+        ac = jvm.autoclass
+        searcher = self._searcher
+        args = ac("io.anserini.search.SearchCollection$Args")()
+        args.hits = self.hits
+        sort_field = ac("org.apache.lucene.search.SortField")
+        string = ac("org.apache.lucene.search.SortField$Type").STRING_VAL
+        by_score_then_id = ac("org.apache.lucene.search.Sort")(sort_field.FIELD_SCORE,
+                                                               sort_field("id", string))
+        first = searcher.searcher.search(query, args.rerankcutoff, by_score_then_id, True)
+        tokens = ac("io.anserini.analysis.AnalyzerUtils").analyze(searcher.analyzer, text)
+        context = ac("io.anserini.rerank.RerankerContext")(searcher.searcher, qid, query, None, text, tokens,
+                                                           id_filter, args)
+        hits = searcher.cascade.run(ac("io.anserini.search.ScoredDocs").fromTopDocs(first, searcher.searcher),
+                                    context)
+        return [(str(d), float(s)) for d, s in zip(hits.docids, hits.scores)][: self.hits]
 
     def _find_failing_query(self, queries: Queries) -> None:
         """Search one query at a time to name the one Lucene rejects (InputError)."""

@@ -139,7 +139,8 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     _counter("ef_search", None, "HNSW: ef at search time (default: the index's, set when it was built)"),
     _counter("nprobe", None, "IVF-PQ: lists probed (default: the index's, set when it was built)"),
     Param("checkpoint", str, None, "late: zero-shot or a checkpoint .safetensors (default: the "
-          "committed checkpoint); ltr: the trained model's directory", path=True),
+          "committed checkpoint); features: the late feature's, the same; ltr: the trained model's"
+          " directory", path=True),
     _weight("interpolate", LATE_WEIGHT, "score = W * minmax(first stage) + (1 - W) * minmax(MaxSim) "
             "over the top `depth` (0: MaxSim only; default chosen on validation)"),
     _counter("passages", 5, "passages read per question"),

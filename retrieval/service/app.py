@@ -3,7 +3,7 @@
     GET  /                      the search page (page.html)
     GET  /api/info              the index and the pipelines the page offers
     POST /api/search            {query, pipeline?, k?, include?, exclude?, filter?}
-    POST /api/rerank            {query, candidates, pipeline?, k?}
+    POST /api/rerank            {query, candidates, pipeline?, k?, filter?}
     POST /api/ask               {question, passages?, top?}
     POST /api/documents         {documents: [{id, title?, text}]}        (write)
     POST /api/documents/delete  {ids: [...]}                              (write)
@@ -46,7 +46,7 @@ TIME_LIMIT = 30.0       # seconds per request
 
 FIELDS = {  # endpoint -> (required fields, optional fields)
     "search": ({"query"}, {"pipeline", "k", "include", "exclude", "filter"}),
-    "rerank": ({"query", "candidates"}, {"pipeline", "k"}),
+    "rerank": ({"query", "candidates"}, {"pipeline", "k", "filter"}),
     "ask": ({"question"}, {"passages", "top"}),
     "add": ({"documents"}, set()),
     "delete": ({"ids"}, set()),

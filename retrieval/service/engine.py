@@ -206,10 +206,18 @@ class Engine:
         return stage.with_filter(Filter(expression, include, exclude))
 
     def rerank(self, query: str, candidates: list[str], pipeline: Any = "late",
-               k: int | None = None, deadline: float | None = None) -> dict[str, Any]:
-        """A posted candidate list reordered by a reranking (or rescoring) pipeline."""
+               k: int | None = None, deadline: float | None = None,
+               filter: str | None = None) -> dict[str, Any]:
+        """A posted candidate list reordered by a reranking (or rescoring) pipeline; with `filter`
+        (a metadata expression, index/filters.py), the failing candidates are dropped first (a
+        reranker only reorders its candidates, so every result passes and none that passes is lost)."""
         check_text(query, "query")
         check_ids(candidates, "candidates")
+        if filter is not None:
+            check_text(filter, "filter")
+            from retrieval.index.filters import parse_filter
+
+            parse_filter(filter)
         if not candidates:
             raise InputError("candidates must list at least one doc id")
         k = len(candidates) if k is None else k
@@ -222,7 +230,10 @@ class Engine:
             if unknown:
                 raise InputError(f"{len(unknown)} candidate(s) are not documents of the index (e.g."
                                  f" {unknown[0]!r})")
-            given = Run({"q": [(d, float(-i)) for i, d in enumerate(dict.fromkeys(candidates))]})
+            kept = list(dict.fromkeys(candidates))
+            if filter is not None:
+                kept = passing_candidates(index, query, kept, filter)
+            given = Run({"q": [(d, float(-i)) for i, d in enumerate(kept)]})
             ranking = run_stages(self._built(specs), Queries({"q": query}), given, deadline).get("q", [])[:k]
             results = [self._hit(index, rank, d, s, query) for rank, (d, s) in enumerate(ranking, 1)]
         return {"query": query, "pipeline": pipeline, "results": results,
@@ -407,6 +418,17 @@ def hits_for(index: Any, needed: int, include: list[str] | None, exclude: list[s
     if include is not None:
         return max(1, int(index.statistics["documents"]))
     return needed + len(set(exclude or []))
+
+
+def passing_candidates(index: Any, query: str, candidates: list[str], expression: str) -> list[str]:
+    """The candidates passing a filter, in their order, on any index kind: a filtered BM25
+    rescorer given the candidates drops exactly the failing ones (native, sharded and live)."""
+    from retrieval.registry import build
+
+    rescored = build("bm25", index, filter=expression)(Queries({"q": query}),
+                                                        Run({"q": [(d, 0.0) for d in candidates]}))
+    passing = {d for d, _ in rescored.get("q", [])}
+    return [d for d in candidates if d in passing]
 
 
 def filtered(ranking: Any, include: list[str] | None, exclude: list[str] | None) -> list:

@@ -54,26 +54,29 @@ def partition(documents: list[Document], shards: int, source: str = "") -> list[
     return parts
 
 
-def _build_one(docs: list[Document], path: Path, source: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """Build one shard (runs in a worker process)."""
-    return build_index(docs, path, source=source, analyzer=Analyzer.from_settings(settings), progress=False)
+def _build_one(docs: list[Document], path: Path, source: str, settings: dict[str, Any],
+               fields: list[str] | None = None) -> dict[str, Any]:
+    """Build one shard (runs in a worker process); `fields`: one inverted part per field too."""
+    return build_index(docs, path, source=source, analyzer=Analyzer.from_settings(settings), progress=False,
+                       fields=fields)
 
 
 def build_shards(parts: list[list[Document]], root: Path, source: str, analyzer: Analyzer,
-                 workers: int, progress: bool) -> list[Path]:
+                 workers: int, progress: bool, fields: list[str] | None = None) -> list[Path]:
     """Build every shard under `root`, `workers` at a time in separate processes."""
     dirs = [root / shard_name(i) for i in range(len(parts))]
     bar = tqdm(total=len(parts), desc="building shards", unit=" shards", disable=not progress or None)
     if workers <= 1:
         for docs, path in zip(parts, dirs):
-            _build_one(docs, path, f"{source} {path.name}", analyzer.settings)
+            _build_one(docs, path, f"{source} {path.name}", analyzer.settings, fields)
             bar.update()
     else:
         context = worker_context()  # not plain fork: other threads (Ray, ONNX Runtime) may hold locks
         with ProcessPoolExecutor(min(workers, len(parts), available_cpus()), mp_context=context,
                                  initializer=ignore_interrupts) as pool:
             with workers_ignore_interrupts():  # the processes start as jobs are submitted
-                jobs = [pool.submit(_build_one, docs, path, f"{source} {path.name}", analyzer.settings)
+                jobs = [pool.submit(_build_one, docs, path, f"{source} {path.name}", analyzer.settings,
+                                    fields)
                         for docs, path in zip(parts, dirs)]
             for job in jobs:
                 job.result()
@@ -84,20 +87,22 @@ def build_shards(parts: list[list[Document]], root: Path, source: str, analyzer:
 
 def build_sharded_index(documents: Iterable[Document], path: str | Path, shards: int, source: str = "",
                         analyzer: Analyzer | None = None, workers: int = 1, progress: bool = True,
-                        dense: Any = None, late: Any = None, force: bool = False) -> dict[str, Any]:
+                        dense: Any = None, late: Any = None, force: bool = False,
+                        fields: list[str] | None = None) -> dict[str, Any]:
     """Build a sharded index of `shards` shards at `path` atomically; returns the top-level manifest.
 
     `workers` shards are built at a time, each in its own process. `dense`, a
     `retrieval.shards.dense.DenseSource`, also gives every shard a dense part;
-    `late`, a `retrieval.shards.late.LateSource`, a late-interaction part.
+    `late`, a `retrieval.shards.late.LateSource`, a late-interaction part. `fields`: every
+    shard indexes these fields apart too, with their collection-wide statistics (stats.py).
     """
     analyzer = analyzer or Analyzer()
     docs = list(documents)
     parts = partition(docs, shards, source)
     path = Path(path)
     with storage.atomic_directory(path, is_index_dir, force) as tmp:
-        dirs = build_shards(parts, tmp, source, analyzer, workers, progress)
-        stats = write_global_statistics(tmp, dirs)
+        dirs = build_shards(parts, tmp, source, analyzer, workers, progress, fields)
+        stats = write_global_statistics(tmp, dirs, fields or ())
         manifest_parts: dict[str, Any] = {"inverted": {"built": storage.now(), "stats": stats}}
         if dense is not None:
             manifest_parts["dense"] = dense.write(docs, parts, dirs)
@@ -112,5 +117,7 @@ def build_sharded_index(documents: Iterable[Document], path: str | Path, shards:
             "files": storage.checksum_tree(tmp / GLOBAL_DIR, f"{GLOBAL_DIR}/"),
             "parts": manifest_parts,
         }
+        if fields:
+            manifest["fields"] = list(fields)
         storage.write_json_atomic(tmp / storage.MANIFEST, manifest)
     return manifest

@@ -257,6 +257,11 @@ class ShardedIndex:
         return ShardedLateStore(self.parts[PART], self.shard_indexes, self.shard_of)
 
     @property
+    def fields(self) -> list[str]:
+        """The fields every shard (segment) indexes apart (`--fields`), [] for flat shards."""
+        return list(self.manifest.get("fields", []))
+
+    @property
     def parts(self) -> dict[str, Any]:
         return self.manifest.get("parts", {})
 

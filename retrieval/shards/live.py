@@ -198,7 +198,8 @@ class SegmentWriter:
         name = shard_name(self.next)
         self.next += 1
         build_index(docs, self.path / name, source=source, analyzer=self.index.analyzer,
-                    progress=self.progress, then=lambda built: self._add_parts(docs, built))
+                    progress=self.progress, then=lambda built: self._add_parts(docs, built),
+                    fields=self.index.fields)
         return name, np.zeros(0, dtype=np.int64)  # duplicate ids within `docs` were refused above
 
     def _add_parts(self, docs: list[Document], segment: Path) -> None:
@@ -267,6 +268,8 @@ def convert(path: Path, target: Path, manifest: dict[str, Any], kind: str) -> No
             "source": manifest.get("source"), "analyzer": manifest["analyzer"],
             "partition": PARTITION, "parts": parts,
             "live": {"generation": 0, "next_segment": len(names)}}
+    if manifest.get("fields"):
+        base["fields"] = list(manifest["fields"])  # every segment indexes them apart (stats.py)
     opened = [(name, Index.open(target / name, verify=False)) for name in names]
     write_commit(target, base, [(n, i, np.zeros(0, dtype=np.int64)) for n, i in opened])
 
@@ -291,7 +294,7 @@ def write_commit(root: Path, manifest: dict[str, Any],
     g = live["generation"] + 1
     gen = generation_name(g)
     with storage.atomic_directory(root / gen) as tmp:
-        stats = write_generation(tmp, [(n, i, d) for n, i, d in segments])
+        stats = write_generation(tmp, [(n, i, d) for n, i, d in segments], manifest.get("fields", []))
     numbers = [int(n.rsplit("-", 1)[1]) for n, _, _ in segments]
     deleted = sum(len(d) for _, _, d in segments)
     new = dict(manifest, stats=stats, partition=PARTITION,

@@ -121,6 +121,41 @@ class ShardedSparse(ShardedStage):
         return self.search_many({q: self.analyse(t) for q, t in queries.items()}, self.hits)
 
 
+class ShardedFielded(ShardedSparse):
+    """A fielded ranker (multifield, multifield_qld, bm25f) over fielded shards or live segments:
+    each scores its documents with the collection-wide statistics of every field, so the Run is
+    the single fielded index's."""
+
+    def __init__(self, index: ShardedIndex, name: str, hits: int = default("hits"),
+                 backend: ShardBackend | None = None, threads: int = default("threads"),
+                 filter: str | None = None, **params: Any):
+        ShardedStage.__init__(self, index, hits, backend, threads)
+        if not index.fields:
+            raise InputError(f"{name} needs fields; build the sharded or live index with --fields"
+                             " title,text", index.path)
+        from retrieval.sparse.fielded import parse_field_values
+
+        for key, high in (("field_weights", float("inf")), ("field_b", 1.0)):
+            if params.get(key) is not None:
+                parse_field_values(params[key], index.fields, key, 0.0, high)  # refused here, once
+        if filter is not None:
+            parse_filter(filter)
+        self.filter, self.name = filter, name
+        self.params = tuple(sorted((k, v) for k, v in params.items() if v is not None))
+        self._warned = set()
+
+    def merged(self, bags: dict[str, dict[str, float]], k: int) -> list[Merged]:
+        qids, payload = list(bags), [dict(b) for b in bags.values()]
+        results = self.backend.broadcast("search_fielded", self.name, self.params, payload, k, self.threads,
+                                         self.filter)
+        self.warn_unknown(qids, [r[1] for r in results.values()])
+        return merge({n: r[0] for n, r in results.items()}, len(qids), k, len(self.index.shards))
+
+    def rescore(self, queries: Queries, run: Run) -> ShardedRun:
+        raise InputError(f"{self.name} on a sharded or live index is a first stage; it does not rescore"
+                         " a run")
+
+
 class ShardedRM3(RM3):
     """RM3 over shards: feedback from the merged top documents, their terms fetched from their shards.
 
@@ -169,10 +204,14 @@ class ShardedDense(ShardedStage):
     name = "dense"
 
     def __init__(self, index: ShardedIndex, hits: int = default("hits"), backend: ShardBackend | None = None,
-                 model: Any = None, precision: str | None = None, threads: int | None = None):
+                 model: Any = None, precision: str | None = None, threads: int | None = None,
+                 filter: str | None = None):
         from retrieval.dense.retriever import part_encoder
 
         super().__init__(index, hits, backend, threads or 1)
+        if filter is not None:
+            parse_filter(filter)  # a malformed filter is refused here, not by every shard
+        self.filter = filter  # each shard searches only its passing vectors
         if not index.has("dense"):
             raise InputError("this index has no dense part; build it with one (`retrieval index"
                              " --collection ... --dense`, with --shards N for shards)", index.path)
@@ -185,5 +224,6 @@ class ShardedDense(ShardedStage):
         if empty:
             raise InputError(f"empty query text for query id(s) {', '.join(empty[:5])}")
         vectors = self.encoder.encode(list(queries.values()), desc="encoding queries")
-        results = self.backend.broadcast("dense_search", vectors, self.hits, self.encoder.threads)
+        results = self.backend.broadcast("dense_search", vectors, self.hits, self.encoder.threads,
+                                         self.filter)
         return self.to_run(list(queries), merge(results, len(queries), self.hits, len(self.index.shards)))

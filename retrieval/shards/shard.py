@@ -55,6 +55,7 @@ class ShardSearcher:
             self.stats, deleted = load_generation_statistics(self.index, Path(generation))
             self.deleted[deleted] = True
         self.live = generation is not None
+        self.generation = None if generation is None else Path(generation)
         self._searchers: dict[Any, ImpactSearcher] = {}
         self._masks: dict[str, np.ndarray] = {}
 
@@ -125,6 +126,44 @@ class ShardSearcher:
             out.append((self.index.doc_ids[docs], self.searcher(model).score(self.weighted(bag), docs)))
         return out
 
+    def fielded(self, name: str, params: tuple) -> Any:
+        """A fielded ranker (sparse/fielded.py: multifield, multifield_qld, bm25f) over this shard with
+        the collection-wide statistics of every field (and of the flat part, for BM25F's idf), built
+        once per parameters: the single fielded index's scores, bit for bit."""
+        key = (name, params)
+        if key not in self._searchers:
+            from retrieval.sparse.fielded import FIELDED
+
+            stats = {f: self.field_stats(f) for f in self.index.fields} | {None: self.stats}
+            ranker = FIELDED[name](self.index, **dict(params), stats=stats)
+            ranker._warned = _NoWarnings()  # the manager warns once about queries with no known terms
+            self._searchers[key] = ranker
+        return self._searchers[key]
+
+    def field_stats(self, field: str) -> CollectionStats:
+        """A field's collection-wide statistics: the sharded index's or the live generation's."""
+        if self.generation is None:
+            return load_shard_statistics(self.index, field)
+        return load_generation_statistics(self.index, self.generation, field)[0]
+
+    def search_fielded(self, name: str, params: tuple, bags: list[dict[str, float]], k: int,
+                       threads: int = 1, filter: str | None = None) -> tuple[list[Hits], list[int]]:
+        """Each query's top k here under a fielded ranker, failing and deleted documents kept out
+        inside the top k; and how many of its terms this shard's flat part knows."""
+        ranker = self.fielded(name, params)
+        allow = self.allow(filter)
+        if allow is None and self.deleted.any():
+            allow = (~self.deleted).astype(np.uint8)
+        ranker.__dict__["allow"] = allow
+        ranker.threads = threads
+        run = ranker.search_many({str(i): bag for i, bag in enumerate(bags)}, k)
+        hits = []
+        for i in range(len(bags)):
+            ranking = run.get(str(i), [])
+            ids = np.array([d for d, _ in ranking], dtype=self.index.doc_ids.dtype)
+            hits.append((ids, np.array([s for _, s in ranking], dtype=np.float64)))
+        return hits, [len(self.weighted(bag)) for bag in bags]
+
     @cached_property
     def eligible(self) -> np.ndarray:
         """Terms that may serve as RM3 feedback terms, judged by collection-wide df (as RM3)."""
@@ -145,26 +184,63 @@ class ShardSearcher:
         faiss_index, doc_ids, _ = load_dense_part(self.path)
         return faiss_index, doc_ids
 
-    def dense_search(self, vectors: np.ndarray, k: int, threads: int = 1) -> list[Hits]:
-        """Each query vector's top k here by inner product, ordered by score then doc id."""
+    def dense_search(self, vectors: np.ndarray, k: int, threads: int = 1,
+                     filter: str | None = None) -> list[Hits]:
+        """Each query vector's top k here by inner product, ordered by score then doc id; with a
+        filter, of the passing (and not deleted) documents only, exactly (index/filters.py)."""
         import faiss
 
         faiss_index, doc_ids = self.dense
         faiss.omp_set_num_threads(max(1, threads))
+        x = np.ascontiguousarray(vectors, dtype=np.float32)
+        if filter is not None:
+            return self._dense_filtered(x, k, self.dense_rows_allow(filter))
         deleted = self.deleted_ids
-        scores, rows = faiss_index.search(np.ascontiguousarray(vectors, dtype=np.float32),
-                                          min(k + len(deleted), faiss_index.ntotal))
+        scores, rows = faiss_index.search(x, min(k + len(deleted), faiss_index.ntotal))
         out = []
         for s, r in zip(scores, rows):
             keep = r >= 0
             if len(deleted):
                 keep &= ~np.isin(doc_ids[np.maximum(r, 0)], deleted)
-            ids, values = doc_ids[r[keep]], s[keep].astype(np.float64)
-            order = np.lexsort((ids, -values))[:k]
-            out.append((ids[order], values[order]))
+            out.append(_ranked(doc_ids[r[keep]], s[keep], k))
         return out
+
+    def dense_rows_allow(self, filter: str) -> np.ndarray:
+        """The allow mask (deleted documents left out) by row of the shard's dense part."""
+        _, doc_ids = self.dense
+        docno = self.index.docno
+        return self.allow(filter)[np.array([docno[str(d)] for d in doc_ids], dtype=np.int64)]
+
+    def _dense_filtered(self, x: np.ndarray, k: int, allow: np.ndarray) -> list[Hits]:
+        """Top k of the passing rows of a flat part: FAISS scores only them (IDSelectorBitmap)."""
+        import faiss
+
+        faiss_index, doc_ids = self.dense
+        passing = int(np.count_nonzero(allow))
+        if min(k, passing) == 0:
+            return [(doc_ids[:0], np.zeros(0)) for _ in range(len(x))]
+        if not isinstance(faiss_index, faiss.IndexFlat):
+            raise InputError("a filter on sharded dense search needs flat dense parts", self.path)
+        bits = np.packbits(allow.astype(bool), bitorder="little")
+        selector = faiss.IDSelectorBitmap(len(allow), faiss.swig_ptr(bits))
+        scores, rows = faiss_index.search(x, min(k, passing), params=faiss.SearchParameters(sel=selector))
+        return [_ranked(doc_ids[r[r >= 0]], s[r >= 0], k) for s, r in zip(scores, rows)]
 
     @cached_property
     def deleted_ids(self) -> np.ndarray:
         """Doc ids of this segment's deleted documents."""
         return self.index.doc_ids[self.deleted]
+
+
+def _ranked(ids: np.ndarray, scores: np.ndarray, k: int) -> Hits:
+    """(ids, float64 scores) ordered by score descending, doc id ascending, first k."""
+    values = scores.astype(np.float64)
+    order = np.lexsort((ids, -values))[:k]
+    return ids[order], values[order]
+
+
+class _NoWarnings(set):
+    """A ranker's warned-about queries, claiming them all: a shard never warns (the manager does)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True

@@ -20,7 +20,7 @@ import numpy as np
 from retrieval import storage
 from retrieval.errors import InputError
 from retrieval.index.impacts import CollectionStats
-from retrieval.index.native import Index
+from retrieval.index.native import FIELD_PART, Index
 from retrieval.index.postings import InvertedIndex, write_terms
 
 PART = "global"
@@ -60,34 +60,56 @@ def write_vocabulary(out: Path, terms: list[str], df: np.ndarray, cf: np.ndarray
     storage.save_array(out / "cf.npy", cf)
 
 
-def write_global_statistics(root: Path, shard_dirs: list[Path]) -> dict[str, Any]:
-    """Write `root/global/` and each shard's `global/` part; returns the collection statistics."""
+def write_global_statistics(root: Path, shard_dirs: list[Path], fields: list[str] | tuple = ()
+                            ) -> dict[str, Any]:
+    """Write `root/global/` and each shard's `global/` part (and, for each of `fields`, the same
+    for the field's part as `global.field.NAME/`); returns the collection statistics."""
     shards = [InvertedIndex(d / "inverted") for d in shard_dirs]
-    terms, df, cf = merge_vocabularies(shards)
+    _write_part_statistics(root, shard_dirs, shards, PART)
+    for name in fields:
+        parts = [InvertedIndex(d / f"{FIELD_PART}{name}") for d in shard_dirs]
+        _write_part_statistics(root, shard_dirs, parts, field_stats_part(name))
+    terms = set().union(*(s.terms for s in shards))
     scalars = collection_scalars(shards)
-    write_vocabulary(root / PART, terms, df, cf)
-    position = {t: i for i, t in enumerate(terms)}
-    for shard_dir, shard in zip(shard_dirs, shards):
-        ids = global_ids(shard.terms, position)
-        target = shard_dir / PART
-        with storage.atomic_directory(target) as tmp:
-            storage.save_array(tmp / "df.npy", df[ids])
-            storage.save_array(tmp / "cf.npy", cf[ids])
-        storage.add_part(shard_dir, PART, dict(scalars, unique_terms=len(terms)), target)
     return {"documents": scalars["num_docs"], "unique_terms": len(terms),
             "total_terms": scalars["total_terms"], "postings": sum(s.posting_count for s in shards)}
 
 
-def load_shard_statistics(index: Index) -> CollectionStats:
-    """The collection statistics stored in a shard's `global/` part, for its term ids."""
-    entry = index.parts.get(PART)
+def field_stats_part(field: str) -> str:
+    """The part holding a field's collection-wide statistics (`global.field.NAME`)."""
+    return f"{PART}.{FIELD_PART}{field}"
+
+
+def _write_part_statistics(root: Path, shard_dirs: list[Path], shards: list[InvertedIndex],
+                           part: str) -> None:
+    """The merged vocabulary of one inverted part into `root/part/`, each shard's df, cf (by its
+    term ids) and the collection scalars into its `part/`."""
+    terms, df, cf = merge_vocabularies(shards)
+    scalars = collection_scalars(shards)
+    write_vocabulary(root / part, terms, df, cf)
+    position = {t: i for i, t in enumerate(terms)}
+    for shard_dir, shard in zip(shard_dirs, shards):
+        ids = global_ids(shard.terms, position)
+        target = shard_dir / part
+        with storage.atomic_directory(target) as tmp:
+            storage.save_array(tmp / "df.npy", df[ids])
+            storage.save_array(tmp / "cf.npy", cf[ids])
+        storage.add_part(shard_dir, part, dict(scalars, unique_terms=len(terms)), target)
+
+
+def load_shard_statistics(index: Index, field: str | None = None) -> CollectionStats:
+    """The collection statistics stored in a shard's `global/` part (or its field's), for its term ids."""
+    part = PART if field is None else field_stats_part(field)
+    entry = index.parts.get(part)
     if entry is None:
-        raise InputError("shard has no global statistics part; rebuild the sharded index", index.path)
-    root = index.path / PART
+        raise InputError(f"shard has no global statistics part {part!r}; rebuild the sharded index",
+                         index.path)
+    inverted = index.inverted if field is None else index.field_index(field)
+    root = index.path / part
     df, cf = storage.load_array(root / "df.npy"), storage.load_array(root / "cf.npy")
-    if len(df) != index.inverted.num_terms or len(cf) != len(df):
+    if len(df) != inverted.num_terms or len(cf) != len(df):
         raise InputError(f"global statistics cover {len(df)} terms, the shard has"
-                         f" {index.inverted.num_terms}; rebuild the sharded index", root)
+                         f" {inverted.num_terms}; rebuild the sharded index", root)
     return CollectionStats(**{k: int(entry[k]) for k in SCALARS}, df=np.asarray(df), cf=np.asarray(cf))
 
 
@@ -96,9 +118,11 @@ def load_shard_statistics(index: Index) -> CollectionStats:
 SEGMENT_STATS = "stats.json"  # the collection scalars, beside df.npy, cf.npy and deleted.npy
 
 
-def live_counts(index: Index, deleted: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
-    """(df, cf, scalars) of a segment's documents that are not `deleted` (docnos), by its term ids."""
-    inverted = index.inverted
+def live_counts(index: Index, deleted: np.ndarray, inverted: InvertedIndex | None = None
+                ) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """(df, cf, scalars) of a segment's documents that are not `deleted` (docnos), by its term ids
+    (of its flat part, or of `inverted`, one of its field parts)."""
+    inverted = index.inverted if inverted is None else inverted
     df, cf = inverted.df.astype(np.int64), inverted.cf.astype(np.int64)
     lengths = np.asarray(inverted.doc_lengths, dtype=np.int64)
     keep = np.ones(inverted.num_docs, dtype=bool)
@@ -113,16 +137,35 @@ def live_counts(index: Index, deleted: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return df, cf, scalars
 
 
-def write_generation(root: Path, segments: list[tuple[str, Index, np.ndarray]]) -> dict[str, Any]:
+def write_generation(root: Path, segments: list[tuple[str, Index, np.ndarray]],
+                     fields: list[str] | tuple = ()) -> dict[str, Any]:
     """Write a live index's statistics of (name, segment, deleted docnos) under `root`.
 
     `root/global/` holds the vocabulary of the live documents with df and cf;
     `root/<name>/` each segment's df and cf by its own term ids, its deleted
     docnos and the scalars, so it scores exactly as a fresh build of the live
-    documents would. Returns the collection statistics.
+    documents would. Each of `fields` gets the same for its part: `root/global.field.NAME/`
+    and `root/<name>/field.NAME/`. Returns the collection statistics.
     """
-    counts = [live_counts(index, deleted) for _, index, deleted in segments]
-    vocabularies = [index.inverted.terms for _, index, _ in segments]
+    (root / "lease").write_bytes(b"")  # layout.take_lease: readers of this generation hold it
+    for name, _, deleted in segments:
+        (root / name).mkdir()
+        storage.save_array(root / name / "deleted.npy", np.asarray(deleted, dtype=np.int64))
+    counts, terms = _write_live_part(root, segments, None)
+    for field in fields:
+        _write_live_part(root, segments, field)
+    scalars = {k: sum(c[2][k] for c in counts) for k in SCALARS}
+    postings = sum(int(c[0].sum()) for c in counts)
+    return {"documents": scalars["num_docs"], "unique_terms": len(terms),
+            "total_terms": scalars["total_terms"], "postings": postings}
+
+
+def _write_live_part(root: Path, segments: list[tuple[str, Index, np.ndarray]], field: str | None
+                     ) -> tuple[list, list[str]]:
+    """The live statistics of the flat part (field None) or of one field's part; (counts, terms)."""
+    parts = [index.inverted if field is None else index.field_index(field) for _, index, _ in segments]
+    counts = [live_counts(index, deleted, part) for (_, index, deleted), part in zip(segments, parts)]
+    vocabularies = [part.terms for part in parts]
     terms = sorted({t for words, (df, _, _) in zip(vocabularies, counts)
                     for t, n in zip(words, df.tolist()) if n > 0})
     position = {t: i for i, t in enumerate(terms)}
@@ -133,34 +176,35 @@ def write_generation(root: Path, segments: list[tuple[str, Index, np.ndarray]]) 
         np.add.at(df, ids, seg_df[live])
         np.add.at(cf, ids, seg_cf[live])
     scalars = {k: sum(c[2][k] for c in counts) for k in SCALARS}
-    write_vocabulary(root / PART, terms, df, cf)
-    (root / "lease").write_bytes(b"")  # layout.take_lease: readers of this generation hold it
-    for (name, _, deleted), words in zip(segments, vocabularies):
+    write_vocabulary(root / (PART if field is None else field_stats_part(field)), terms, df, cf)
+    for (name, _, _), words in zip(segments, vocabularies):
         ids = np.array([position.get(t, -1) for t in words], dtype=np.int64)
         known = ids >= 0
-        out = root / name
-        out.mkdir()
+        out = root / name if field is None else root / name / f"{FIELD_PART}{field}"
+        out.mkdir(exist_ok=True)
         storage.save_array(out / "df.npy", np.where(known, df[ids], 0))
         storage.save_array(out / "cf.npy", np.where(known, cf[ids], 0))
-        storage.save_array(out / "deleted.npy", np.asarray(deleted, dtype=np.int64))
         storage.write_json_atomic(out / SEGMENT_STATS, scalars)
-    postings = sum(int(c[0].sum()) for c in counts)
-    return {"documents": scalars["num_docs"], "unique_terms": len(terms),
-            "total_terms": scalars["total_terms"], "postings": postings}
+    return counts, terms
 
 
-def load_generation_statistics(index: Index, root: Path) -> tuple[CollectionStats, np.ndarray]:
-    """A live segment's collection statistics and deleted docnos from its generation directory."""
+def load_generation_statistics(index: Index, root: Path, field: str | None = None
+                               ) -> tuple[CollectionStats, np.ndarray]:
+    """A live segment's collection statistics (of its flat part, or of a field's) and deleted docnos
+    from its generation directory."""
     import json
 
+    deleted = load_deleted(root / "deleted.npy", index.num_docs)
+    inverted = index.inverted
+    if field is not None:
+        root, inverted = root / f"{FIELD_PART}{field}", index.field_index(field)
     try:
         scalars = json.loads((root / SEGMENT_STATS).read_text())
     except (OSError, ValueError, RecursionError) as e:
         raise InputError(f"cannot read the segment's statistics ({e}); the index is damaged", root) from None
     check_scalars(scalars, root / SEGMENT_STATS)
     df, cf = storage.load_array(root / "df.npy"), storage.load_array(root / "cf.npy")
-    deleted = load_deleted(root / "deleted.npy", index.num_docs)
-    if len(df) != index.inverted.num_terms or len(cf) != len(df):
+    if len(df) != inverted.num_terms or len(cf) != len(df):
         raise InputError("segment statistics do not match the segment; the index is damaged", root)
     for name, counts in (("df", df), ("cf", cf)):
         if counts.ndim != 1 or counts.dtype.kind not in "iu" or (len(counts) and counts.min() < 0):

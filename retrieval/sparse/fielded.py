@@ -6,6 +6,8 @@
   end to end as one set of term lists (`FieldedPostings`), a query term in field f becoming
   the term (f, t) with weight w_f, so the compiled exact top-k kernels (and filters) serve it
   unchanged.
+- `MultifieldQLD`: query likelihood per field, the same way: Lucene's Dirichlet QL on each field
+  with its own language model, weighted and summed (Anserini's multifield search with -qld).
 - `BM25F`: one saturation over field-weighted, per-field length-normalised frequencies
   (Robertson and Zaragoza): tf~ = sum_f w_f tf_f / (1 - b_f + b_f len_f / avglen_f),
   score = sum_t idf_t tf~ / (k1 + tf~), idf from the flat index (documents containing t in any
@@ -24,7 +26,7 @@ import numpy as np
 
 from retrieval.errors import InputError, UnknownDocument
 from retrieval.index.codebook import Impacts
-from retrieval.index.impacts import BM25Model, CollectionStats, impacts_for, log
+from retrieval.index.impacts import BM25Model, CollectionStats, DirichletModel, ImpactModel, impacts_for, log
 from retrieval.index.lucene_norms import quantised_lengths
 from retrieval.index.native import Index, native_index
 from retrieval.pipeline import params
@@ -67,11 +69,13 @@ def index_fields(index: Index) -> list[str]:
 
 class FieldedPostings:
     """Every field's postings end to end, as one inverted index: term (f, t) is term t of field f,
-    numbered after the terms of the fields before f. Impacts are each field's BM25 ones."""
+    numbered after the terms of the fields before f. Impacts are each field's own, of `model`
+    (BM25 or Dirichlet QL) on that field's statistics."""
 
-    def __init__(self, index: Index, fields: list[str], k1: float, b: float):
+    def __init__(self, index: Index, fields: list[str], model: ImpactModel,
+                 stats: dict[str, CollectionStats] | None = None):
         parts = [index.field_index(f) for f in fields]
-        impacts = [impacts_for(BM25Model(k1, b), p) for p in parts]
+        impacts = [impacts_for(model, p, (stats or {}).get(f)) for f, p in zip(fields, parts)]
         self.num_docs = index.num_docs
         self.term_offsets = np.cumsum([0] + [p.num_terms for p in parts])
         posting_offsets = np.cumsum([0] + [len(p.docnos) for p in parts])
@@ -84,6 +88,9 @@ class FieldedPostings:
                                + [np.array([table_offsets[-1]])]).astype(np.int64)
         self.impacts = Impacts(codes, np.concatenate([np.asarray(i.table) for i in impacts]), bases)
         self.term_ids = [p.term_ids for p in parts]
+        # with collection-wide statistics (a shard, a live segment), a term no live document of the
+        # collection holds in a field is unknown there, as in a fresh build of the live documents
+        self.known = [None if stats is None else np.asarray(stats[f].df) > 0 for f in fields]
 
 
 class MultifieldBM25(SparseRanker):
@@ -93,18 +100,24 @@ class MultifieldBM25(SparseRanker):
 
     def __init__(self, index: Index | str | Path, k1: float = default("k1"), b: float = default("b"),
                  field_weights: str | None = None, hits: int = default("hits"),
-                 threads: int = default("threads"), filter: object = None):
+                 threads: int = default("threads"), filter: object = None,
+                 stats: dict[str, CollectionStats] | None = None):
         params.check(k1=k1, b=b)
+        self._fielded(index, field_weights, BM25Model(k1, b), hits, threads, filter, stats)
+
+    def _fielded(self, index: Index | str | Path, field_weights: str | None, model: ImpactModel,
+                 hits: int, threads: int, filter: object, stats: dict[str, CollectionStats] | None) -> None:
+        """`stats`: collection-wide statistics by field name (a shard's or a live segment's)."""
+        self.stats = stats
         index = native_index(index)
         self.fields = index_fields(index)
         weights = parse_field_values(field_weights, self.fields, "field_weights")
         self.weights = [weights.get(f, 1.0) for f in self.fields]
-        self.k1, self.b = k1, b
-        super().__init__(index, BM25Model(k1, b), hits, threads, filter=filter)
+        SparseRanker.__init__(self, index, model, hits, threads, filter=filter)
 
     @cached_property
     def postings(self) -> FieldedPostings:
-        return FieldedPostings(self.index, self.fields, self.k1, self.b)
+        return FieldedPostings(self.index, self.fields, self.model, self.stats)
 
     @cached_property
     def searcher(self) -> ImpactSearcher:
@@ -115,11 +128,29 @@ class MultifieldBM25(SparseRanker):
         in sorted term order within a field (Anserini's sum of one query per field)."""
         postings = self.postings
         query = [(int(postings.term_offsets[f]) + ids[t], float(w) * fw)
-                 for f, (ids, fw) in enumerate(zip(postings.term_ids, self.weights)) if fw > 0
-                 for t, w in sorted(terms.items()) if t in ids]
-        if not query:
+                 for f, (ids, fw, known) in enumerate(zip(postings.term_ids, self.weights, postings.known))
+                 if fw > 0 for t, w in sorted(terms.items()) if t in ids and (known is None or known[ids[t]])]
+        if not query and self.stats is None:
             super().weighted({}, qid)  # the warning
         return query
+
+
+class MultifieldQLD(MultifieldBM25):
+    """Query likelihood per field: Lucene's Dirichlet QL on each field with that field's own
+    language model (its collection probabilities, its lengths), weighted and summed, i.e. the
+    product of per-field query likelihoods raised to the field weights (Anserini's multifield
+    search with -qld). `field_weights=title=1,text=0` is QL on the title alone. Being a sum of
+    per-(field, term) impacts, it runs on the exact kernels, with filters, RM3 and rescoring, as
+    multifield BM25; the mixture of field models (Ogilvie and Callan) is a log of a sum, which
+    is not, and is left out (docs/design/fields-and-filters.md)."""
+
+    name = "multifield_qld"
+
+    def __init__(self, index: Index | str | Path, mu: float = default("mu"), field_weights: str | None = None,
+                 hits: int = default("hits"), threads: int = default("threads"), filter: object = None,
+                 stats: dict[str, CollectionStats] | None = None):
+        params.check(mu=mu)
+        self._fielded(index, field_weights, DirichletModel(mu), hits, threads, filter, stats)
 
 
 class BM25F(SparseRanker):
@@ -129,9 +160,12 @@ class BM25F(SparseRanker):
 
     def __init__(self, index: Index | str | Path, k1: float = default("k1"), b: float = default("b"),
                  field_weights: str | None = None, field_b: str | None = None,
-                 hits: int = default("hits"), threads: int = default("threads"), filter: object = None):
+                 hits: int = default("hits"), threads: int = default("threads"), filter: object = None,
+                 stats: dict[str, CollectionStats] | None = None):
+        """`stats`: collection-wide statistics by field name, and the flat part's under None."""
         params.check(k1=k1, b=b)
         index = native_index(index)
+        self.stats = stats
         self.fields = index_fields(index)
         weights = parse_field_values(field_weights, self.fields, "field_weights")
         bs = parse_field_values(field_b, self.fields, "field_b", 0.0, 1.0)
@@ -148,7 +182,7 @@ class BM25F(SparseRanker):
             if w <= 0:
                 continue
             part = self.index.field_index(name)
-            stats = CollectionStats.of(part)
+            stats = self.stats[name] if self.stats else CollectionStats.of(part)
             avg = float(stats.total_terms) / max(stats.doc_count, 1)
             lengths = quantised_lengths(part.doc_lengths)
             out.append((part, w / (1.0 - b + b * lengths / avg) if avg > 0 else np.full(part.num_docs, w)))
@@ -157,8 +191,8 @@ class BM25F(SparseRanker):
     @cached_property
     def _flat_idf(self) -> tuple[dict[str, int], np.ndarray]:
         flat = self.index.inverted
-        stats = CollectionStats.of(flat)
-        df = np.asarray(flat.df, dtype=np.float64)
+        stats = self.stats[None] if self.stats else CollectionStats.of(flat)
+        df = np.asarray(stats.df, dtype=np.float64)
         return flat.term_ids, log(1.0 + (stats.doc_count - df + 0.5) / (df + 0.5))
 
     def score_all(self, terms: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
@@ -223,3 +257,6 @@ class BM25F(SparseRanker):
             order = np.lexsort((docs, -full[docs]))
             out[qid] = self.ranking(docs[order], full[docs][order])
         return Run(out)
+
+
+FIELDED = {"multifield": MultifieldBM25, "multifield_qld": MultifieldQLD, "bm25f": BM25F}  # by ranker name
