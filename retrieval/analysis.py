@@ -101,7 +101,8 @@ class Analyzer:
         token = java_lower(token)
         if not token or token in self.stopwords:
             return []
-        if self.stemmer == "porter":
+        # Every Porter rule's suffix ends in a letter a-z: other tokens (numbers...) are their own stem.
+        if self.stemmer == "porter" and "a" <= token[-1] <= "z":
             stem = self._stems.get(token)  # tokens that differ only in case share a stem
             if stem is None:
                 stem = self._stems[token] = self._porter.stem(token, to_lowercase=False)
@@ -111,6 +112,15 @@ class Analyzer:
     def __call__(self, text: str) -> list[str]:
         """The index terms of `text`, in order."""
         return list(filter(None, map(self._term_of.__getitem__, words(text))))
+
+    def tokens(self, text: str) -> list[str]:
+        """The word tokens of `text` before analysis: `term` of each, dropping "", gives `self(text)`
+        (a builder maps each distinct token to a term id once, rather than each term of each text)."""
+        return words(text)
+
+    def term(self, token: str) -> str:
+        """The index term of one word token ("" for none: a stopword)."""
+        return self._term_of[token]
 
 
 class _TermCache(dict):

@@ -34,7 +34,7 @@ def owned_index(path: Path, depth: int = 0) -> bool:
     if path.is_symlink() or not path.is_dir() or depth > 1:
         return False
     manifest = storage.manifest_of(path)
-    if manifest is None or manifest.get("format_version") != storage.FORMAT_VERSION:
+    if manifest is None or manifest.get("format_version") not in storage.READABLE_VERSIONS:
         return False
     try:
         storage.check_manifest(manifest, path / storage.MANIFEST)

@@ -31,7 +31,8 @@ import numpy as np
 
 from retrieval.errors import InputError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # written; 2: postings packed in blocks (docs/design/index-format.md), 1: flat arrays
+READABLE_VERSIONS = (1, 2)  # an index of version 1 still opens (its flat arrays are read as before)
 MANIFEST = "manifest.json"
 
 
@@ -549,9 +550,13 @@ def read_manifest(index_dir: Path) -> dict[str, Any]:
         raise InputError("manifest nests too deeply to be one this tool wrote", path) from None
     if not isinstance(manifest, dict) or "format_version" not in manifest:
         raise InputError("manifest has no format_version; not an index of this tool", path)
-    if manifest["format_version"] != FORMAT_VERSION:
-        raise InputError(f"index format version {manifest['format_version']!r} is not supported"
-                         f" (this version reads the integer {FORMAT_VERSION}); rebuild the index", path)
+    version = manifest["format_version"]
+    if type(version) is not int or version not in READABLE_VERSIONS:
+        newer = type(version) is int and version > FORMAT_VERSION
+        why = ("it was written by a newer version of this package: upgrade the package, or rebuild the"
+               " index with this one" if newer else "rebuild the index")
+        raise InputError(f"index format version {version!r} is not supported (this version reads"
+                         f" {', '.join(map(str, READABLE_VERSIONS))}); {why}", path)
     check_manifest(manifest, path)
     return manifest
 

@@ -31,3 +31,19 @@ def test_punctuation_only_and_long_tokens():
     analyze = Analyzer()
     assert analyze("... --- !!! ___") == []
     assert [len(t) for t in analyze("a" * 600)] == [255, 255, 90]
+
+
+def test_tokens_not_ending_in_a_letter_are_their_own_porter_stem():
+    """The analyzer skips the stemmer for tokens whose last character is not a-z (numbers, other
+    scripts): Porter (MARTIN_EXTENSIONS) leaves each of them unchanged, so terms are the same."""
+    from nltk.stem.porter import PorterStemmer
+
+    porter = PorterStemmer(mode=PorterStemmer.MARTIN_EXTENSIONS)
+    tokens = ["1987", "3,000", "x86", "ies1", "running1", "généralé", "café", "naïve2", "sses9", "ly_",
+              "ational0", "ωμέγα", "données", "b2b", "covid-19", "e", "ll"]
+    analyzer = Analyzer()
+    for token in tokens:
+        assert analyzer.term(token) == (porter.stem(token, to_lowercase=False) if token not in
+                                        analyzer.stopwords else "")
+    assert analyzer("Running cafés in 1987 and 3,000 x86 boxes") == ["run", "café", "1987", "3,000", "x86",
+                                                                      "box"]

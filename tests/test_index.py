@@ -173,7 +173,19 @@ def test_missing_wrong_version_and_altered_index(tiny_docs, tmp_path):
         Index.open(tmp_path / "idx")
     manifest["format_version"] = 999
     manifest_path.write_text(json.dumps(manifest))
-    with pytest.raises(InputError, match="format version 999 is not supported"):
+    with pytest.raises(InputError, match="format version 999 is not supported.*written by a newer version"
+                       " of this package: upgrade the package"):
+        Index.open(tmp_path / "idx")
+
+
+def test_packed_index_refused_by_a_reader_of_the_flat_format(tiny_docs, tmp_path, monkeypatch):
+    """An index with packed postings is format version 2: a package that reads version 1 only (the flat
+    arrays) refuses it with a version message rather than failing on missing files."""
+    manifest = build_index(read_documents(tiny_docs), tmp_path / "idx", progress=False)
+    assert manifest["format_version"] == 2 and (tmp_path / "idx" / "inverted" / "block_words.npy").is_file()
+    monkeypatch.setattr(storage, "FORMAT_VERSION", 1)
+    monkeypatch.setattr(storage, "READABLE_VERSIONS", (1,))
+    with pytest.raises(InputError, match=r"index format version 2 is not supported \(this version reads 1\)"):
         Index.open(tmp_path / "idx")
 
 

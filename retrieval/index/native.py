@@ -26,7 +26,7 @@ import numpy as np
 from tqdm import tqdm
 
 from retrieval import storage
-from retrieval.analysis import Analyzer, analyse_all
+from retrieval.analysis import Analyzer, analyse_all, available_cpus
 from retrieval.errors import InputError
 from retrieval.index.docstore import FILENAME as DOCSTORE_FILE
 from retrieval.index.docstore import DocStore, write_docstore
@@ -64,15 +64,19 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
     path = Path(path)
     fields = check_field_names(fields)
     with storage.atomic_directory(path, is_index_dir, force) as tmp:
-        builder, doc_ids = InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR), []
-        per_field = {f: InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR / f"{FIELD_PART}{f}") for f in fields}
+        builder, doc_ids = InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR, term_of=analyzer.term), []
+        per_field = {f: InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR / f"{FIELD_PART}{f}",
+                                             term_of=analyzer.term) for f in fields}
         stored = write_docstore(tmp / DOCSTORE_FILE, documents)
-        analysed = analyse_all(stored, Document.contents.fget, analyzer, workers)
+        if min(workers, available_cpus()) > 1:
+            analysed, add = analyse_all(stored, Document.contents.fget, analyzer, workers), builder.add
+        else:  # tokens in, each distinct one analysed and numbered once (no list of terms per text)
+            analysed, add = ((doc, analyzer.tokens(doc.contents)) for doc in stored), builder.add_tokens
         for doc, terms in tqdm(analysed, desc="indexing", unit=" docs", disable=not progress or None):
             doc_ids.append(doc.id)
-            builder.add(terms)
+            add(terms)
             for name, field_builder in per_field.items():
-                field_builder.add(analyzer(doc.field(name)))
+                field_builder.add_tokens(analyzer.tokens(doc.field(name)))
         if not doc_ids:
             raise InputError("the collection has no documents")  # the caller names it
         ids = np.array(doc_ids, dtype=str)

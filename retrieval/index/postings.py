@@ -17,6 +17,7 @@ blocks.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -51,21 +52,42 @@ class _Vocabulary(dict):
         return n
 
 
+class _TokenIds(dict):
+    """Word token -> the term id of its index term (-1 for none: a stopword), each distinct token
+    analysed once (`term_of`), its term numbered in `vocabulary` when first seen."""
+
+    def __init__(self, term_of: Callable[[str], str], vocabulary: dict[str, int]) -> None:
+        super().__init__()
+        self.term_of = term_of
+        self.vocabulary = vocabulary
+
+    def __missing__(self, token: str) -> int:
+        term = self.term_of(token)
+        self[token] = n = self.vocabulary[term] if term else -1
+        return n
+
+
 @njit(nogil=True, cache=True)
 def _count(tokens, lengths, vocabulary):
-    """(term ids, tfs, distinct terms per document) of documents whose tokens (term ids) follow each
-    other in `tokens`, `lengths` each: a document's terms in the order first seen, as Counter."""
+    """(term ids, tfs, distinct terms per document, terms per document) of documents whose tokens
+    (term ids, -1 for a token without a term, which is skipped) follow each other in `tokens`,
+    `lengths` each: a document's terms in the order first seen, as Counter."""
     mark = np.full(vocabulary, -1, np.int64)  # the last document each term was seen in
     slot = np.empty(vocabulary, np.int64)     # where that document's posting of it is
     terms = np.empty(len(tokens), np.int32)
     tfs = np.empty(len(tokens), np.int32)
     sizes = np.empty(len(lengths), np.int32)
+    kept = np.empty(len(lengths), np.int32)
     n = 0
     p = 0
     for d in range(len(lengths)):
         start = n
+        count = 0
         for i in range(p, p + lengths[d]):
             t = tokens[i]
+            if t < 0:
+                continue
+            count += 1
             if mark[t] != d:
                 mark[t] = d
                 slot[t] = n
@@ -76,43 +98,100 @@ def _count(tokens, lengths, vocabulary):
                 tfs[slot[t]] += 1
         p += lengths[d]
         sizes[d] = n - start
-    return terms[:n], tfs[:n], sizes
+        kept[d] = count
+    return terms[:n], tfs[:n], sizes, kept
+
+
+@njit(nogil=True, cache=True)
+def _scatter(ids, docs, tfs, docno_of, cursor, out_docnos, out_tfs):
+    """Each posting (sorted term id, add-order document, tf) of a run written at its term's cursor,
+    which moves on: a counting sort by term, stable, so a term's postings keep add order."""
+    for i in range(len(ids)):
+        t = ids[i]
+        p = cursor[t]
+        out_docnos[p] = docno_of[docs[i]]
+        out_tfs[p] = tfs[i]
+        cursor[t] = p + 1
+
+
+@njit(nogil=True, cache=True)
+def _sort_terms(indptr, lo, hi, docnos, tfs):
+    """Sort each posting list of terms [lo, hi) by docno (arrays from posting indptr[lo]); lists
+    already in order (documents added in doc id order) are left as they are."""
+    base = indptr[lo]
+    for t in range(lo, hi):
+        a, b = indptr[t] - base, indptr[t + 1] - base
+        ordered = True
+        for p in range(a + 1, b):
+            if docnos[p] < docnos[p - 1]:
+                ordered = False
+                break
+        if ordered:
+            continue
+        keys = np.empty(b - a, np.int64)  # docnos are distinct within a term: sort (docno, tf) pairs
+        for p in range(a, b):
+            keys[p - a] = (np.int64(docnos[p]) << 32) | np.int64(tfs[p])
+        keys.sort()
+        for p in range(a, b):
+            docnos[p] = np.int32(keys[p - a] >> 32)
+            tfs[p] = np.int32(keys[p - a] & 0xFFFFFFFF)
 
 
 class InvertedIndexBuilder:
     """Accumulates analysed documents, then writes the postings arrays, in bounded memory.
 
-    Postings are kept in flat buffers (4 bytes per term id, frequency and
+    Postings are kept in flat buffers (4 bytes per token's term id and per
     document) and spilled to `spill_dir` as a run every `run_postings`
-    postings; `write` merges the runs straight into the memory-mapped output
-    (scatter by term, then each term's postings sorted by docno, term range by
-    term range), so memory holds one run, the vocabulary and per-document
-    lengths, whatever the collection size. The arrays are those of one global
-    sort by (term, docno).
+    tokens; `write` merges the runs straight into the memory-mapped output
+    (a compiled counting sort by term, then each term's postings sorted by
+    docno, term range by term range), so memory holds one run, the vocabulary
+    and per-document lengths, whatever the collection size. The arrays are
+    those of one global sort by (term, docno).
     """
 
-    def __init__(self, spill_dir: Path | None = None, run_postings: int = 1 << 24) -> None:
+    def __init__(self, spill_dir: Path | None = None, run_postings: int = 1 << 24,
+                 term_of: Callable[[str], str] | None = None) -> None:
         self.vocab: dict[str, int] = _Vocabulary()
-        self.lengths = array("i")
+        self.token_ids = _TokenIds(term_of or _no_analyzer, self.vocab)
+        self.lengths = array("i")  # terms per document of the spilled runs
         self.spill_dir = spill_dir
         self.run_postings = run_postings
         self.runs: list[Path] = []
         self._tokens = array("i")  # term id of every token of the current run's documents, in order
-        self._first_doc = 0  # add-order number of the current run's first document
+        self._raw = array("i")  # tokens per document of the current run (those without a term too)
+
+    @property
+    def documents(self) -> int:
+        """Documents added so far."""
+        return len(self.lengths) + len(self._raw)
 
     def add(self, terms: list[str]) -> None:
         """Add the next document's terms (its docno is the number added before it)."""
         self._tokens.extend(map(self.vocab.__getitem__, terms))  # a new term gets the next id
-        self.lengths.append(len(terms))
+        self._added(len(terms))
+
+    def add_tokens(self, tokens: list[str]) -> None:
+        """Add the next document as its word tokens before analysis (Analyzer.tokens), each distinct
+        token mapped to its term id once (`term_of` given when built); same index as `add` of the
+        terms."""
+        self._tokens.extend(map(self.token_ids.__getitem__, tokens))
+        self._added(len(tokens))
+
+    def _added(self, tokens: int) -> None:
+        self._raw.append(tokens)
         if self.spill_dir is not None and len(self._tokens) >= self.run_postings:
             self._spill()
 
     def _run_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The current run: (term ids in first-seen order within each document, add-order doc numbers,
-        tfs), counted in one compiled pass over its tokens."""
-        lengths = np.frombuffer(self.lengths, dtype=np.int32)[self._first_doc:]
-        terms, tfs, sizes = _count(np.frombuffer(self._tokens, dtype=np.int32), lengths, len(self.vocab))
-        docs = np.repeat(np.arange(self._first_doc, self._first_doc + len(sizes), dtype=np.int32), sizes)
+        tfs), counted in one compiled pass over its tokens; its documents' lengths join `lengths`
+        and it is emptied."""
+        first = len(self.lengths)
+        terms, tfs, sizes, kept = _count(np.frombuffer(self._tokens, dtype=np.int32),
+                                         np.frombuffer(self._raw, dtype=np.int32), len(self.vocab))
+        self.lengths.frombytes(kept.tobytes())
+        self._tokens, self._raw = array("i"), array("i")
+        docs = np.repeat(np.arange(first, first + len(sizes), dtype=np.int32), sizes)
         return terms, docs, tfs
 
     def _spill(self) -> None:
@@ -120,15 +199,13 @@ class InvertedIndexBuilder:
         path.parent.mkdir(parents=True, exist_ok=True)
         save_array(path, np.stack(self._run_arrays()))
         self.runs.append(path)
-        self._first_doc = len(self.lengths)
-        self._tokens = array("i")
 
-    def _all_runs(self):
-        """Every run in add order: the spilled ones (loaded one at a time), then the one in memory."""
+    def _all_runs(self, last: tuple[np.ndarray, np.ndarray, np.ndarray]):
+        """Every run in add order: the spilled ones (loaded one at a time), then `last`."""
         for path in self.runs:
             terms, docs, tfs = np.load(path, allow_pickle=False)
             yield terms, docs, tfs
-        yield self._run_arrays()
+        yield last
 
     def write(self, out: Path, docno_of: np.ndarray | None = None,
               chunk_postings: int = 1 << 24) -> dict[str, Any]:
@@ -137,6 +214,7 @@ class InvertedIndexBuilder:
         `docno_of[i]` renumbers the i-th added document (default: keep order).
         """
         out.mkdir(parents=True, exist_ok=True)
+        last = self._run_arrays()
         n_docs = len(self.lengths)
         terms = sorted(self.vocab)
         remap = np.empty(len(terms), dtype=np.int32)  # first-seen id -> sorted id
@@ -144,7 +222,7 @@ class InvertedIndexBuilder:
         docno_of = np.arange(n_docs) if docno_of is None else np.asarray(docno_of)
         docno_of = docno_of.astype(np.int32)
         df = np.zeros(len(terms), dtype=np.int64)
-        for run_terms, _, _ in self._all_runs():
+        for run_terms, _, _ in self._all_runs(last):
             df += np.bincount(remap[run_terms], minlength=len(terms))
         indptr = np.zeros(len(terms) + 1, dtype=np.int64)
         np.cumsum(df, out=indptr[1:])
@@ -152,31 +230,14 @@ class InvertedIndexBuilder:
         docnos = new_array(out / "docnos.npy", np.int32, (total,))
         tfs = new_array(out / "tfs.npy", np.int32, (total,))
         cursor = indptr[:-1].copy()
-        for run_terms, run_docs, run_tfs in self._all_runs():  # scatter each run to its terms' slots
-            ids = remap[run_terms]
-            order = np.argsort(ids, kind="stable")
-            ids = ids[order]
-            counts = np.bincount(ids, minlength=len(terms))
-            starts = np.zeros(len(terms), dtype=np.int64)
-            np.cumsum(counts[:-1], out=starts[1:])
-            positions = cursor[ids] + (np.arange(len(ids), dtype=np.int64) - starts[ids])
-            docnos[positions] = docno_of[run_docs[order]]
-            tfs[positions] = run_tfs[order]
-            cursor += counts
-            del ids, order, positions
+        for run_terms, run_docs, run_tfs in self._all_runs(last):  # scatter each run to its terms' slots
+            _scatter(remap[run_terms], run_docs, run_tfs, docno_of, cursor, np.asarray(docnos),
+                     np.asarray(tfs))
             release_pages(docnos, tfs)  # scattered writes touch every page: keep none resident
-        bounds = [0]  # then sort each term's postings by docno, a range of terms at a time
-        while bounds[-1] < len(terms):
-            lo = bounds[-1]
-            hi = int(np.searchsorted(indptr, indptr[lo] + chunk_postings, side="right")) - 1
-            bounds.append(min(max(hi, lo + 1), len(terms)))
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
+        del last
+        for lo, hi in term_ranges(indptr, chunk_postings):  # then each term's postings by docno
             a, b = int(indptr[lo]), int(indptr[hi])
-            owner = np.repeat(np.arange(hi - lo, dtype=np.int32), df[lo:hi])
-            chunk_docs = np.array(docnos[a:b])
-            order = np.lexsort((chunk_docs, owner))
-            docnos[a:b] = chunk_docs[order]
-            tfs[a:b] = np.array(tfs[a:b])[order]
+            _sort_terms(indptr, lo, hi, np.asarray(docnos[a:b]), np.asarray(tfs[a:b]))
             release_pages(docnos, tfs)
         docnos.flush()
         tfs.flush()
@@ -190,6 +251,10 @@ class InvertedIndexBuilder:
         save_array(out / "doc_lengths.npy", lengths)
         return {"documents": n_docs, "unique_terms": len(terms),
                 "total_terms": int(lengths.sum(dtype=np.int64)), "postings": total}
+
+
+def _no_analyzer(token: str) -> str:
+    raise AssertionError("add_tokens needs the builder made with term_of (Analyzer.term)")
 
 
 def pack_files(path: Path) -> None:

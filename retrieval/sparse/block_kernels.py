@@ -38,12 +38,19 @@ from retrieval.sparse.kernels import (
     _scan_window,
 )
 
+# Two tuples carry the arrays the helpers below share (numba passes a tuple of arrays as one argument):
+# packed = (words, offsets, widths, lasts, cwords, coffsets, cwidths): the postings' and impact codes'
+#          blocks (index/blocks.py), as block_batch receives them;
+# cursor = (first, endb, dfs, base, blk, pos, cnt, docs, codes): per query term, its first and end
+#          block, df, run base in the codebook table, current block, position and count in it, and
+#          that block decoded (docs, codes; one row a term), as _open makes them.
+
 
 @njit(nogil=True, cache=True, inline="always")
-def _load(
-    i, j, first, dfs, words, offsets, widths, lasts, cwords, coffsets, cwidths, docs, codes, blk, pos, cnt
-):
-    """Decode block j of query term i into docs[i], codes[i]; make it the term's current block."""
+def _load(i, j, packed, cursor):
+    """Decode block j of query term i into its rows of docs and codes; make it the term's current block."""
+    words, offsets, widths, lasts, cwords, coffsets, cwidths = packed
+    first, _, dfs, _, blk, pos, cnt, docs, codes = cursor
     n = min(BLOCK, dfs[i] - (j - first[i]) * BLOCK)
     decode_docs(words, offsets, widths, lasts, j, first[i], n, docs[i])
     decode_codes(cwords, coffsets, cwidths, j, n, codes[i])
@@ -53,9 +60,8 @@ def _load(
 
 
 @njit(nogil=True, cache=True)
-def _open(indptr, term_blocks, bases, terms, words, offsets, widths, lasts, cwords, coffsets, cwidths):
-    """Cursors of the query terms: (first block, end block, df, run base, current block, position,
-    count, docs, codes), each term's first block decoded."""
+def _open(indptr, term_blocks, bases, terms, packed):
+    """The cursor of the query terms (see above), each term's first block decoded."""
     m = len(terms)
     first = np.empty(m, np.int64)
     endb = np.empty(m, np.int64)
@@ -66,6 +72,7 @@ def _open(indptr, term_blocks, bases, terms, words, offsets, widths, lasts, cwor
     cnt = np.zeros(m, np.int64)
     docs = np.empty((m, BLOCK), np.int64)
     codes = np.empty((m, BLOCK), np.int64)
+    cursor = (first, endb, dfs, base, blk, pos, cnt, docs, codes)
     for i in range(m):
         t = terms[i]
         first[i] = term_blocks[t]
@@ -73,30 +80,14 @@ def _open(indptr, term_blocks, bases, terms, words, offsets, widths, lasts, cwor
         dfs[i] = indptr[t + 1] - indptr[t]
         base[i] = bases[t]
         if first[i] < endb[i]:
-            _load(
-                i,
-                first[i],
-                first,
-                dfs,
-                words,
-                offsets,
-                widths,
-                lasts,
-                cwords,
-                coffsets,
-                cwidths,
-                docs,
-                codes,
-                blk,
-                pos,
-                cnt,
-            )
-    return first, endb, dfs, base, blk, pos, cnt, docs, codes
+            _load(i, first[i], packed, cursor)
+    return cursor
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _start(docs, pos, cnt):
+def _start(cursor):
     """The smallest unread docno of any term (-1 when every term is read)."""
+    pos, cnt, docs = cursor[5], cursor[6], cursor[7]
     start = -1
     for i in range(len(pos)):
         if pos[i] < cnt[i]:
@@ -107,8 +98,9 @@ def _start(docs, pos, cnt):
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _bound(docs, pos, cnt, blk, endb, lasts, maxima, table, base, weights, stop):
+def _bound(cursor, lasts, maxima, table, weights, stop):
     """Sum over terms of weight * the largest impact of its blocks overlapping [current doc, stop)."""
+    _, endb, _, base, blk, pos, cnt, docs, _ = cursor
     total = 0.0
     for i in range(len(pos)):
         if pos[i] >= cnt[i]:
@@ -127,25 +119,10 @@ def _bound(docs, pos, cnt, blk, endb, lasts, maxima, table, base, weights, stop)
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _skip(
-    stop,
-    first,
-    endb,
-    dfs,
-    blk,
-    pos,
-    cnt,
-    docs,
-    codes,
-    words,
-    offsets,
-    widths,
-    lasts,
-    cwords,
-    coffsets,
-    cwidths,
-):
+def _skip(stop, packed, cursor):
     """Move every term's cursor to its first docno >= stop, passing whole blocks undecoded."""
+    lasts = packed[3]
+    _, endb, _, _, blk, pos, cnt, docs, _ = cursor
     for i in range(len(pos)):
         if pos[i] >= cnt[i]:
             continue
@@ -156,24 +133,7 @@ def _skip(
             if j == endb[i]:
                 pos[i] = cnt[i]
                 continue
-            _load(
-                i,
-                j,
-                first,
-                dfs,
-                words,
-                offsets,
-                widths,
-                lasts,
-                cwords,
-                coffsets,
-                cwidths,
-                docs,
-                codes,
-                blk,
-                pos,
-                cnt,
-            )
+            _load(i, j, packed, cursor)
         p = pos[i]
         while docs[i, p] < stop:
             p += 1
@@ -181,34 +141,10 @@ def _skip(
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _add(
-    window_scores,
-    window_seen,
-    window_slots,
-    listed,
-    start,
-    stop,
-    weights,
-    table,
-    base,
-    first,
-    endb,
-    dfs,
-    blk,
-    pos,
-    cnt,
-    docs,
-    codes,
-    words,
-    offsets,
-    widths,
-    lasts,
-    cwords,
-    coffsets,
-    cwidths,
-):
+def _add(window_scores, window_seen, window_slots, listed, start, stop, weights, table, packed, cursor):
     """Add every term's postings below stop, in query order; returns (slots [0, span) touched, largest
     sum written, slots listed in window_slots when `listed`)."""
+    _, endb, _, base, blk, pos, cnt, docs, codes = cursor
     span = 0
     top = 0.0
     hits = 0
@@ -247,24 +183,7 @@ def _add(
                     last = max(last, row_docs[p - 1])
             if p < c or blk[i] + 1 >= endb[i]:
                 break
-            _load(
-                i,
-                blk[i] + 1,
-                first,
-                dfs,
-                words,
-                offsets,
-                widths,
-                lasts,
-                cwords,
-                coffsets,
-                cwidths,
-                docs,
-                codes,
-                blk,
-                pos,
-                cnt,
-            )
+            _load(i, blk[i] + 1, packed, cursor)
             p, c = 0, cnt[i]
         span = max(span, last - start + 1)
         pos[i] = p
@@ -272,128 +191,37 @@ def _add(
 
 
 @njit(nogil=True, cache=True)
-def block_top_k(
-    indptr,
-    term_blocks,
-    words,
-    offsets,
-    widths,
-    lasts,
-    cwords,
-    coffsets,
-    cwidths,
-    maxima,
-    table,
-    bases,
-    terms,
-    weights,
-    k,
-    prune,
-    window_scores,
-    window_seen,
-    window_slots,
-    out_docs,
-    out_scores,
-):
+def block_top_k(indptr, term_blocks, packed, maxima, table, bases, terms, weights, k, prune,
+                window_scores, window_seen, window_slots, out_docs, out_scores):
     """Top k of one query through a k-heap (kernels.exhaustive_top_k's algorithm); returns the count."""
     if len(terms) == 0 or k <= 0:
         return 0
     window = len(window_scores)
-    first, endb, dfs, base, blk, pos, cnt, docs, codes = _open(
-        indptr, term_blocks, bases, terms, words, offsets, widths, lasts, cwords, coffsets, cwidths
-    )
+    lasts = packed[3]
+    cursor = _open(indptr, term_blocks, bases, terms, packed)
     heap_scores = np.empty(k)
     heap_docs = np.empty(k, np.int64)
     size = 0
     threshold = -np.inf
     while True:
-        start = _start(docs, pos, cnt)
+        start = _start(cursor)
         if start < 0:
             break
         stop = start + window
         if threshold > 0.0:
-            if (
-                prune
-                and _bound(docs, pos, cnt, blk, endb, lasts, maxima, table, base, weights, stop) * BOUND_SLACK
-                <= threshold
-            ):
-                _skip(
-                    stop,
-                    first,
-                    endb,
-                    dfs,
-                    blk,
-                    pos,
-                    cnt,
-                    docs,
-                    codes,
-                    words,
-                    offsets,
-                    widths,
-                    lasts,
-                    cwords,
-                    coffsets,
-                    cwidths,
-                )
+            if prune and _bound(cursor, lasts, maxima, table, weights, stop) * BOUND_SLACK <= threshold:
+                _skip(stop, packed, cursor)
                 continue
-            span, top, _ = _add(
-                window_scores,
-                window_seen,
-                window_slots,
-                False,
-                start,
-                stop,
-                weights,
-                table,
-                base,
-                first,
-                endb,
-                dfs,
-                blk,
-                pos,
-                cnt,
-                docs,
-                codes,
-                words,
-                offsets,
-                widths,
-                lasts,
-                cwords,
-                coffsets,
-                cwidths,
-            )
+            span, top, _ = _add(window_scores, window_seen, window_slots, False, start, stop, weights, table,
+                                packed, cursor)
             if top >= threshold:
                 _scan_window(window_scores, span, start, heap_scores, heap_docs, k, None)  # no filter here
                 threshold = heap_scores[0]
             else:
                 window_scores[:span] = 0.0
             continue
-        _, _, hits = _add(
-            window_scores,
-            window_seen,
-            window_slots,
-            True,
-            start,
-            stop,
-            weights,
-            table,
-            base,
-            first,
-            endb,
-            dfs,
-            blk,
-            pos,
-            cnt,
-            docs,
-            codes,
-            words,
-            offsets,
-            widths,
-            lasts,
-            cwords,
-            coffsets,
-            cwidths,
-        )
+        _, _, hits = _add(window_scores, window_seen, window_slots, True, start, stop, weights, table,
+                          packed, cursor)
         for h in range(hits):
             slot = window_slots[h]
             score = window_scores[slot]
@@ -407,129 +235,36 @@ def block_top_k(
 
 
 @njit(nogil=True, cache=True)
-def block_top_k_kept(
-    indptr,
-    term_blocks,
-    words,
-    offsets,
-    widths,
-    lasts,
-    cwords,
-    coffsets,
-    cwidths,
-    maxima,
-    table,
-    bases,
-    terms,
-    weights,
-    k,
-    prune,
-    window_scores,
-    window_seen,
-    window_slots,
-    kept_scores,
-    kept_docs,
-    out_docs,
-    out_scores,
-):
+def block_top_k_kept(indptr, term_blocks, packed, maxima, table, bases, terms, weights, k, prune,
+                     window_scores, window_seen, window_slots, kept_scores, kept_docs, out_docs, out_scores):
     """Top k of one query through a buffer (kernels.exhaustive_top_k_kept's algorithm); returns the count."""
     if len(terms) == 0 or k <= 0:
         return 0
     window = len(window_scores)
-    first, endb, dfs, base, blk, pos, cnt, docs, codes = _open(
-        indptr, term_blocks, bases, terms, words, offsets, widths, lasts, cwords, coffsets, cwidths
-    )
+    lasts = packed[3]
+    cursor = _open(indptr, term_blocks, bases, terms, packed)
     count = 0
     threshold = -1.0
     threshold_bits = np.int64(0)
     while True:
-        start = _start(docs, pos, cnt)
+        start = _start(cursor)
         if start < 0:
             break
         stop = start + window
         if threshold >= 0.0:
-            if (
-                prune
-                and _bound(docs, pos, cnt, blk, endb, lasts, maxima, table, base, weights, stop) * BOUND_SLACK
-                <= threshold
-            ):
-                _skip(
-                    stop,
-                    first,
-                    endb,
-                    dfs,
-                    blk,
-                    pos,
-                    cnt,
-                    docs,
-                    codes,
-                    words,
-                    offsets,
-                    widths,
-                    lasts,
-                    cwords,
-                    coffsets,
-                    cwidths,
-                )
+            if prune and _bound(cursor, lasts, maxima, table, weights, stop) * BOUND_SLACK <= threshold:
+                _skip(stop, packed, cursor)
                 continue
-            span, top, _ = _add(
-                window_scores,
-                window_seen,
-                window_slots,
-                False,
-                start,
-                stop,
-                weights,
-                table,
-                base,
-                first,
-                endb,
-                dfs,
-                blk,
-                pos,
-                cnt,
-                docs,
-                codes,
-                words,
-                offsets,
-                widths,
-                lasts,
-                cwords,
-                coffsets,
-                cwidths,
-            )
+            span, top, _ = _add(window_scores, window_seen, window_slots, False, start, stop, weights, table,
+                                packed, cursor)
             if top > threshold:
                 count = _keep_above(
                     window_scores, span, start, threshold, threshold_bits, kept_scores, kept_docs, count, None
                 )
             window_scores[:span] = 0.0
         else:
-            _, _, hits = _add(
-                window_scores,
-                window_seen,
-                window_slots,
-                True,
-                start,
-                stop,
-                weights,
-                table,
-                base,
-                first,
-                endb,
-                dfs,
-                blk,
-                pos,
-                cnt,
-                docs,
-                codes,
-                words,
-                offsets,
-                widths,
-                lasts,
-                cwords,
-                coffsets,
-                cwidths,
-            )
+            _, _, hits = _add(window_scores, window_seen, window_slots, True, start, stop, weights, table,
+                              packed, cursor)
             for h in range(hits):
                 slot = window_slots[h]
                 kept_scores[count] = window_scores[slot]
@@ -549,32 +284,13 @@ def block_top_k_kept(
 
 
 @njit(nogil=True, cache=True)
-def block_batch(
-    indptr,
-    term_blocks,
-    words,
-    offsets,
-    widths,
-    lasts,
-    cwords,
-    coffsets,
-    cwidths,
-    maxima,
-    table,
-    bases,
-    query_ptr,
-    terms,
-    weights,
-    k,
-    prune,
-    window,
-    large_k,
-    out_docs,
-    out_scores,
-    out_counts,
-):
-    """Top k of query q ([query_ptr[q], query_ptr[q + 1]) of terms/weights) into row q: block_top_k below
-    large_k, block_top_k_kept from it on (the same results). prune[q]: whether query q skips windows."""
+def block_batch(indptr, term_blocks, words, offsets, widths, lasts, cwords, coffsets, cwidths, maxima,
+                table, bases, query_ptr, terms, weights, k, prune, window, large_k, out_docs, out_scores,
+                out_counts):
+    """Top k of query q ([query_ptr[q], query_ptr[q + 1]) of terms/weights) into row q: block_top_k
+    below large_k, block_top_k_kept from it on (the same results). prune[q]: whether query q skips
+    windows."""
+    packed = (words, offsets, widths, lasts, cwords, coffsets, cwidths)
     window_scores = np.zeros(window)
     window_seen = np.zeros(window, np.int64)
     window_slots = np.empty(window + 1, np.int64)
@@ -583,52 +299,10 @@ def block_batch(
     for q in range(len(query_ptr) - 1):
         a, b = query_ptr[q], query_ptr[q + 1]
         if k >= large_k:
-            out_counts[q] = block_top_k_kept(
-                indptr,
-                term_blocks,
-                words,
-                offsets,
-                widths,
-                lasts,
-                cwords,
-                coffsets,
-                cwidths,
-                maxima,
-                table,
-                bases,
-                terms[a:b],
-                weights[a:b],
-                k,
-                prune[q],
-                window_scores,
-                window_seen,
-                window_slots,
-                kept_scores,
-                kept_docs,
-                out_docs[q],
-                out_scores[q],
-            )
+            out_counts[q] = block_top_k_kept(indptr, term_blocks, packed, maxima, table, bases, terms[a:b],
+                                             weights[a:b], k, prune[q], window_scores, window_seen,
+                                             window_slots, kept_scores, kept_docs, out_docs[q], out_scores[q])
         else:
-            out_counts[q] = block_top_k(
-                indptr,
-                term_blocks,
-                words,
-                offsets,
-                widths,
-                lasts,
-                cwords,
-                coffsets,
-                cwidths,
-                maxima,
-                table,
-                bases,
-                terms[a:b],
-                weights[a:b],
-                k,
-                prune[q],
-                window_scores,
-                window_seen,
-                window_slots,
-                out_docs[q],
-                out_scores[q],
-            )
+            out_counts[q] = block_top_k(indptr, term_blocks, packed, maxima, table, bases, terms[a:b],
+                                        weights[a:b], k, prune[q], window_scores, window_seen, window_slots,
+                                        out_docs[q], out_scores[q])
