@@ -555,6 +555,8 @@ def read_manifest(index_dir: Path) -> dict[str, Any]:
         newer = type(version) is int and version > FORMAT_VERSION
         why = ("it was written by a newer version of this package: upgrade the package, or rebuild the"
                " index with this one" if newer else "rebuild the index")
+        if type(version) is not int:
+            why = f"format_version must be an integer; {why}"
         raise InputError(f"index format version {version!r} is not supported (this version reads"
                          f" {', '.join(map(str, READABLE_VERSIONS))}); {why}", path)
     check_manifest(manifest, path)

@@ -118,6 +118,17 @@ class LateReranker(Stage):
             raise InputError("no late store in this index; build it with `retrieval index --late`",
                              None if self.index is None else self.index.path)
 
+    def settings(self) -> dict[str, object]:
+        """As every stage's, but only the fusion's own settings: the weight when interpolating (the
+        default, not named), the fusion and its constant when fusing by reciprocal rank."""
+        shown = super().settings()
+        if self.fusion == "rrf":
+            shown.pop("interpolate", None)
+        else:
+            shown.pop("fusion", None)
+            shown.pop("rrf_k", None)
+        return shown
+
     def score(self, query: str, doc_ids: Sequence[str], texts: Sequence[str] | None = None,
               encoded: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
         """MaxSim of `query` against each document (stored embeddings, else `encoded` ones, else
