@@ -93,19 +93,22 @@ class Analyzer:
         """Rebuild the analyzer an index was built with."""
         return cls(stopwords=settings.get("stopwords") is not None, stemmer=settings.get("stemmer"))
 
-    def _analyze_token(self, token: str) -> list[str]:
+    def analyse_token(self, token: str) -> str:
+        """The index term of one word token ("" for none: a stopword), as `term` gives, without
+        caching it by token (stems are cached by lower-cased token): for a builder, which maps each
+        distinct token to a term id in its own table."""
         if len(token) >= 2 and token[-1] in "sS" and token[-2] in "'\u2019\uff07":
             token = token[:-2]  # EnglishPossessiveFilter
-        token = java_lower(token)
+        token = token.lower() if token.isascii() else java_lower(token)
         if not token or token in self.stopwords:
-            return []
+            return ""
         # Every Porter rule's suffix ends in a letter a-z: other tokens (numbers...) are their own stem.
         if self.stemmer == "porter" and "a" <= token[-1] <= "z":
             stem = self._stems.get(token)  # tokens that differ only in case share a stem
             if stem is None:
                 stem = self._stems[token] = porter_stem(token)
-            token = stem
-        return [token]
+            return stem
+        return token
 
     def __call__(self, text: str) -> list[str]:
         """The index terms of `text`, in order."""
@@ -130,8 +133,7 @@ class _TermCache(dict):
         self.analyzer = analyzer
 
     def __missing__(self, token: str) -> str:
-        terms = self.analyzer._analyze_token(token)
-        term = terms[0] if terms else ""
+        term = self.analyzer.analyse_token(token)
         with self.analyzer._lock:
             self[token] = term
         return term

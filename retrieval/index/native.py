@@ -64,9 +64,9 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
     path = Path(path)
     fields = check_field_names(fields)
     with storage.atomic_directory(path, is_index_dir, force) as tmp:
-        builder, doc_ids = InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR, term_of=analyzer.term), []
+        builder, doc_ids = InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR, term_of=analyzer.analyse_token), []
         per_field = {f: InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR / f"{FIELD_PART}{f}",
-                                             term_of=analyzer.term) for f in fields}
+                                             term_of=analyzer.analyse_token) for f in fields}
         stored = write_docstore(tmp / DOCSTORE_FILE, documents)
         if min(workers, available_cpus()) > 1:
             analysed, add = analyse_all(stored, Document.contents.fget, analyzer, workers), builder.add
