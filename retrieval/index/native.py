@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -70,8 +71,9 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
         stored = write_docstore(tmp / DOCSTORE_FILE, documents)
         if min(workers, available_cpus()) > 1:
             analysed, add = analyse_all(stored, Document.contents.fget, analyzer, workers), builder.add
-        else:  # tokens in, each distinct one analysed and numbered once (no list of terms per text)
-            analysed, add = ((doc, analyzer.tokens(doc.contents)) for doc in stored), builder.add_tokens
+        else:  # text in, each distinct token analysed and numbered once (no list of terms per text)
+            analysed = ((doc, doc.contents) for doc in stored)
+            add = functools.partial(builder.add_text, tokens=analyzer.tokens)
         for doc, terms in tqdm(analysed, desc="indexing", unit=" docs", disable=not progress or None):
             doc_ids.append(doc.id)
             add(terms)

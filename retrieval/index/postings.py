@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from retrieval.errors import InputError
+from retrieval.index.ascii_tokens import AsciiTokenTable
 from retrieval.index.blocks import Blocks, pack_postings, unpack_postings, verify_postings
 from retrieval.storage import load_array, new_array, release_pages, save_array
 
@@ -153,6 +154,7 @@ class InvertedIndexBuilder:
                  term_of: Callable[[str], str] | None = None) -> None:
         self.vocab: dict[str, int] = _Vocabulary()
         self.token_ids = _TokenIds(term_of or _no_analyzer, self.vocab)
+        self.ascii = AsciiTokenTable(term_of or _no_analyzer, self.vocab)
         self.lengths = array("i")  # terms per document of the spilled runs
         self.spill_dir = spill_dir
         self.run_postings = run_postings
@@ -176,6 +178,16 @@ class InvertedIndexBuilder:
         terms."""
         self._tokens.extend(map(self.token_ids.__getitem__, tokens))
         self._added(len(tokens))
+
+    def add_text(self, text: str, tokens: Callable[[str], list[str]]) -> None:
+        """Add the next document as its text, `tokens` its tokenizer (Analyzer.tokens): an ASCII
+        text is tokenized and its tokens mapped to term ids in one compiled pass (AsciiTokenTable,
+        the same tokens), any other through `add_tokens`; same index as `add_tokens(tokens(text))`."""
+        if text.isascii() and (ids := self.ascii.term_ids(text)) is not None:
+            self._tokens.frombytes(ids)
+            self._added(len(ids) // 4)
+        else:
+            self.add_tokens(tokens(text))
 
     def _added(self, tokens: int) -> None:
         self._raw.append(tokens)

@@ -1,0 +1,187 @@
+"""Term ids of ASCII text in one compiled pass: tokenizing and looking each token up together.
+
+A build spends most of its time per token: the tokenizer's regular expression
+makes a string of each token, and a dictionary maps it to its term id. For a
+text that is all ASCII (most of English text), `AsciiTokenTable.term_ids` does
+both in one compiled loop over the text's bytes: it finds the tokens
+`word_breaks.ASCII_WORD` finds (letters, digits and "_" run together, with at
+least one letter or digit; ".", "'" and ":" join two letters, ".", ",", ";" and
+"'" two digits), and looks each token's bytes up in an open-addressing hash
+table of the tokens seen before. A new token is added, and analysed in Python
+once (`term_of`, e.g. Analyzer.analyse_token) when the text is done. A text
+with a token longer than 255 characters (Lucene's scanner cuts it) is left to
+the caller's tokenizer: `term_ids` gives None.
+
+The term ids are those `term_of` of each token of `word_breaks.words(text)`
+gives (tests/test_ascii_tokens.py compares the tokens with the regular
+expression's on generated text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numba import njit
+
+from retrieval.word_breaks import MAX_TOKEN_UNITS
+
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+
+
+@njit(inline="always")
+def _word(c):
+    return (48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122) or c == 95
+
+
+@njit(inline="always")
+def _letter(c):
+    return (65 <= c <= 90) or (97 <= c <= 122)
+
+
+@njit(inline="always")
+def _digit(c):
+    return 48 <= c <= 57
+
+
+@njit(nogil=True, cache=True)
+def _tokens(text, longest, starts, ends):
+    """Spans of ASCII_WORD's tokens in `text` (uint8) into starts/ends; their number, or -1 when
+    one is longer than `longest`."""
+    n = len(text)
+    count = 0
+    i = 0
+    while i < n:
+        if not _word(text[i]):
+            i += 1
+            continue
+        j = i
+        while j < n and text[j] == 95:  # "_*" then a letter or digit
+            j += 1
+        if j >= n or not (_letter(text[j]) or _digit(text[j])):
+            i = j
+            continue
+        k = j + 1
+        while k < n and _word(text[k]):
+            k += 1
+        while k + 1 < n:  # a joiner between two letters or two digits, then more word characters
+            c, p, q = text[k], text[k - 1], text[k + 1]
+            letters = _letter(p) and _letter(q) and (c == 46 or c == 39 or c == 58)
+            if not (letters or (_digit(p) and _digit(q) and (c == 46 or c == 44 or c == 59 or c == 39))):
+                break
+            k += 2
+            while k < n and _word(text[k]):
+                k += 1
+        if k - i > longest:
+            return -1
+        starts[count] = i
+        ends[count] = k
+        count += 1
+        i = k
+    return count
+
+
+@njit(nogil=True, cache=True)
+def _lookup(text, starts, ends, count, slots, key_start, key_hash, arena, state, out):
+    """Each token's entry in the table (a new one added: its bytes appended to `arena`) into
+    `out`; state = [entries, arena bytes used]."""
+    mask = len(slots) - 1
+    for t in range(count):
+        a, b = starts[t], ends[t]
+        h = _FNV_OFFSET
+        for i in range(a, b):
+            h = (h ^ np.uint64(text[i])) * _FNV_PRIME
+        s = np.int64(h & np.uint64(mask))
+        while True:
+            e = slots[s]
+            if e < 0:
+                e = state[0]
+                used = state[1]
+                for i in range(a, b):
+                    arena[used + i - a] = text[i]
+                key_start[e] = used
+                key_start[e + 1] = used + b - a
+                key_hash[e] = h
+                slots[s] = e
+                state[0] = e + 1
+                state[1] = used + b - a
+                break
+            if key_hash[e] == h and key_start[e + 1] - key_start[e] == b - a:
+                k0 = key_start[e]
+                same = True
+                for i in range(b - a):
+                    if arena[k0 + i] != text[a + i]:
+                        same = False
+                        break
+                if same:
+                    break
+            s = (s + 1) & mask
+        out[t] = e
+
+
+@njit(nogil=True, cache=True)
+def _rehash(slots, key_hash, entries):
+    mask = len(slots) - 1
+    for e in range(entries):
+        s = np.int64(key_hash[e] & np.uint64(mask))
+        while slots[s] >= 0:
+            s = (s + 1) & mask
+        slots[s] = e
+
+
+class AsciiTokenTable:
+    """Token bytes -> entry, entry -> term id (-1 for none: a stopword), for ASCII texts."""
+
+    def __init__(self, term_of: Callable[[str], str], vocabulary: dict[str, int]) -> None:
+        self.term_of = term_of
+        self.vocabulary = vocabulary
+        self.slots = np.full(1 << 16, -1, np.int64)
+        self.key_start = np.zeros(1 << 15, np.int64)
+        self.key_hash = np.zeros(1 << 15, np.uint64)
+        self.arena = np.zeros(1 << 18, np.uint8)
+        self.state = np.zeros(2, np.int64)  # entries, arena bytes used
+        self.term = np.zeros(1 << 15, np.int32)  # entry -> term id
+        self._starts = np.zeros(1 << 12, np.int64)
+        self._ends = np.zeros(1 << 12, np.int64)
+        self._out = np.zeros(1 << 12, np.int64)
+
+    def _room(self, size: int) -> None:
+        """Grow the arrays so that a text of `size` bytes fits (at most `size` new tokens)."""
+        entries, used = int(self.state[0]), int(self.state[1])
+        if len(self._starts) < size + 1:
+            n = max(size + 1, 2 * len(self._starts))
+            self._starts, self._ends, self._out = (np.zeros(n, np.int64) for _ in range(3))
+        if len(self.key_start) < entries + size + 2:
+            n = max(entries + size + 2, 2 * len(self.key_start))
+            self.key_start = np.resize(self.key_start, n)
+            self.key_hash = np.resize(self.key_hash, n)
+            self.term = np.resize(self.term, n)
+        if len(self.arena) < used + size:
+            self.arena = np.resize(self.arena, max(used + size, 2 * len(self.arena)))
+        if len(self.slots) < 2 * (entries + size):
+            n = len(self.slots)
+            while n < 2 * (entries + size):
+                n *= 2
+            self.slots = np.full(n, -1, np.int64)
+            _rehash(self.slots, self.key_hash, entries)
+
+    def term_ids(self, text: str) -> bytes | None:
+        """The term ids (int32, native order, as bytes) of the tokens of an ASCII `text`, -1 for a
+        token without a term; None when a token is longer than 255 characters."""
+        data = np.frombuffer(text.encode("ascii"), np.uint8)
+        self._room(len(data))
+        count = _tokens(data, MAX_TOKEN_UNITS, self._starts, self._ends)
+        if count < 0:
+            return None
+        before = int(self.state[0])
+        _lookup(data, self._starts, self._ends, count, self.slots, self.key_start, self.key_hash,
+                self.arena, self.state, self._out)
+        after = int(self.state[0])
+        if after > before:  # new tokens: analysed once each
+            bounds = self.key_start[before:after + 1].tolist()
+            text = self.arena[bounds[0]:bounds[-1]].tobytes().decode("ascii")
+            first, term_of, vocabulary = bounds[0], self.term_of, self.vocabulary
+            names = [term_of(text[a - first:b - first]) for a, b in zip(bounds, bounds[1:])]
+            self.term[before:after] = [vocabulary[name] if name else -1 for name in names]
+        return self.term[self._out[:count]].tobytes()
