@@ -34,7 +34,12 @@ With `--choices FILE` the choices (and their validation figures) are written to
 FILE before any test figure is computed, and read back from it when it exists;
 `--choose-only` stops there.
 LambdaMART's `base` setting boosts its trees from `base` times the normalised
-first-stage (hybrid) score instead of from 0 (retrieval/ltr/model.py).
+first-stage (hybrid) score instead of from 0 (retrieval/ltr/model.py); it is in
+the grid (0 or 1) like every other setting. `gain` is lambdarank's label gain
+(`exp` 2^grade - 1 or `linear`, trec_eval's; Cranfield is graded), and the
+`rank` normalisation replaces each document feature by its rank among the
+query's candidates (retrieval/ltr/train.py, model.py). The first stage's score
+and rank (`first_score`, `first_rank`) are the hybrid's fused score and rank.
 X's judgements are never seen. nDCG@10 and MAP, each system against the
 hybrid by paired t-test and Wilcoxon (Holm over the systems of a table), per
 collection and over the pooled queries of the four.
@@ -69,12 +74,11 @@ MEASURES = ["nDCG@10", "MAP"]
 BASELINE = "hybrid"
 SINGLE = ("bm25", "qld", "bm25+rm3", "rocchio", "dense", "dense_rocchio", "late")
 GRIDS = {  # nested-validated; few leaves, many rows per leaf: strong regularisation
-    "lambdamart": {"objective": ("lambdarank", "rank_xendcg"), "num_leaves": (3, 7),
-                   "min_data_in_leaf": (100,), "learning_rate": (0.05,),
-                   "normalisation": ("zscore", "rank"), "base": (0.0, 1.0),
-                   "gain": ("exp", "linear"), "truncation": (10, 30)},  # these two: lambdarank only
-    "linear": {"l2": (0.1, 10.0, 1000.0), "normalisation": ("minmax", "zscore", "rank")},
-    "coordascent": {"measure": ("nDCG@10",), "normalisation": ("minmax", "zscore"), "restarts": (1,)},
+    "lambdamart": {"objective": ("lambdarank",), "num_leaves": (7,), "min_data_in_leaf": (100,),
+                   "learning_rate": (0.05,), "normalisation": ("zscore", "rank"), "base": (0.0, 1.0),
+                   "gain": ("exp", "linear")},
+    "linear": {"l2": (0.1, 10.0, 1000.0), "normalisation": ("zscore", "rank")},
+    "coordascent": {"measure": ("nDCG@10",), "normalisation": ("zscore", "rank"), "restarts": (1,)},
 }
 LABELS = {"lambdamart": "LTR LambdaMART", "linear": "LTR linear", "coordascent": "LTR coord. ascent"}
 ZERO_SHOT = "zero-shot"
