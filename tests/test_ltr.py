@@ -225,7 +225,8 @@ def test_lambdarank_label_gain_and_truncation_reach_lightgbm(cacm_features):
     assert "[lambdarank_truncation_level: 10]" in text
     assert "[label_gain: 0,1,2,3," in text
     with pytest.raises(InputError, match="gain"):
-        fit("lambdamart", settings | {"gain": "square"}, cacm_features.names, [cacm_features], [qrels], trees=1)
+        fit("lambdamart", settings | {"gain": "square"}, cacm_features.names, [cacm_features], [qrels],
+            trees=1)
 
 
 def test_top_ten_order_equals_the_stable_sort_with_ties():

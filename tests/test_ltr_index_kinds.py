@@ -88,8 +88,8 @@ def test_features_on_a_lucene_index_are_lucenes_own_scores(indexes, tmp_path):
     (a FILTER clause on the candidates' ids does not change a score; Anserini rounds scores to 4
     decimals and moves tied ones apart by a hair, which depends on the documents ranked); a learned
     ranker runs on them."""
-    from retrieval.lucene import build_lucene_index
     from retrieval.ltr.train import fit
+    from retrieval.lucene import build_lucene_index
 
     path = tmp_path / "lucene"
     build_lucene_index(_documents(), path, threads=1)
