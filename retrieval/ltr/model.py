@@ -18,7 +18,8 @@ it (LightGBM's init_score; `base` is a setting chosen on validation).
 Normalisation, so that scales transfer across collections: each document
 feature is scaled within its query's candidate list (`minmax` to [0, 1],
 `zscore`, or `rank`: its rank among the candidates scaled to [0, 1]); the query
-features (features.QUERY_FEATURES: the same for every candidate of a query) are z-scored with the training set's mean and deviation.
+features (features.QUERY_FEATURES: the same for every candidate of a query) are
+z-scored with the training set's mean and deviation.
 """
 
 from __future__ import annotations
