@@ -369,6 +369,9 @@ def main() -> None:
     ap.add_argument("--subset", nargs="*", default=[], metavar="COLLECTION",
                     help="--no-dense collections whose corpus is encoded only where BM25's top 100 of its "
                     "topics or its judgements reach (retrieval.late.sources.top_and_judged)")
+    ap.add_argument("--states-root", type=Path, default=None,
+                    help="DIR/X: another index of collection X whose zero-shot late store (`retrieval index "
+                    "--late --late-model zero-shot`) gives X's frozen document states (else the cache)")
     args = ap.parse_args()
     import torch
 
@@ -382,8 +385,10 @@ def main() -> None:
     models = load_models(args.models, collections)
     encoder = TokenEncoder(None, threads=args.threads, progress=False)
     indexes = {c: index_for(c, args.workdir, c not in args.no_dense) for c in collections}
+    stored = {c: Index.open(args.states_root / c) for c in collections
+              if args.states_root and (args.states_root / c / "manifest.json").is_file()}
     states = {c: (encoder, args.cache_dir, corpus_states(
-        indexes[c], encoder, args.cache_dir,
+        stored.get(c, indexes[c]), encoder, args.cache_dir,
         top_and_judged(indexes[c], [TEST[c]]) if c in args.subset and c in args.no_dense else None))
         for c in collections}
     val = {c: TopicSet(c, VALIDATION[c], indexes[c], args.threads, states[c], held_out_topics(models, c))
@@ -394,10 +399,12 @@ def main() -> None:
     candidates = {CURRENT: load_checkpoint(DEFAULT_CHECKPOINT)[0]}
     if SHIPPED in models:
         candidates[SHIPPED] = models[SHIPPED][1]
-    shipped_sets = [val[c] if c != "scifact" else  # of SciFact train: what the committed checkpoint held out
-                    TopicSet(c, VALIDATION[c], indexes[c], args.threads, states[c],
-                             val[c].held & committed_heldout(indexes[c]))
-                    for c in collections if c in val]
+    shipped_sets = [val[c] for c in collections if c in val and c != "scifact"]
+    if "scifact" in collections:  # of SciFact train: what the committed checkpoint (and LOO models) held out
+        held = committed_heldout(indexes["scifact"])
+        held &= val["scifact"].held if "scifact" in val else held
+        shipped_sets.append(TopicSet("scifact", VALIDATION["scifact"], indexes["scifact"], args.threads,
+                                     states["scifact"], held))
     for s in shipped_sets:
         for name, projection in candidates.items():
             s.score(name, projection)
