@@ -2,7 +2,7 @@
 each collection with the late model trained without it (leave one collection out).
 
     python eval/bench_neural.py --models DIR [--workdir /tmp/bench_neural] [--cache-dir DIR]
-        [--threads 1] [--validation-only]
+        [--states-root DIR] [--choices FILE] [--threads 1] [--validation-only]
 
 DIR holds the checkpoints `python eval/train_late_loo.py --output-dir DIR` writes:
 DIR/X/late.safetensors for X in cacm, cranfield, vaswani, scifact (trained on
@@ -369,6 +369,9 @@ def main() -> None:
     ap.add_argument("--subset", nargs="*", default=[], metavar="COLLECTION",
                     help="--no-dense collections whose corpus is encoded only where BM25's top 100 of its "
                     "topics or its judgements reach (retrieval.late.sources.top_and_judged)")
+    ap.add_argument("--choices", type=Path, default=None,
+                    help="where the validation choices are written before any test topic is read (default "
+                    "WORKDIR/choices.json)")
     ap.add_argument("--states-root", type=Path, default=None,
                     help="DIR/X: another index of collection X whose zero-shot late store (`retrieval index "
                     "--late --late-model zero-shot`) gives X's frozen document states (else the cache)")
@@ -410,8 +413,9 @@ def main() -> None:
             s.score(name, projection)
     paths = {n: p for n, (p, _) in models.items()}
     validation, choices, winner = validation_section(val, paths, shipped_sets, list(candidates))
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    (args.workdir / "choices.json").write_text(json.dumps(
+    choices_file = args.choices or args.workdir / "choices.json"
+    choices_file.parent.mkdir(parents=True, exist_ok=True)
+    choices_file.write_text(json.dumps(
         {"written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "shipped_model_on_validation": winner,
          "choices": {f"{m} / {f}": v for (m, f), v in choices.items()}}, indent=1))
     print(validation, flush=True)
