@@ -19,7 +19,7 @@ from retrieval.pipeline.params import FIRST_STAGES, LATE_DEFAULTS, PARAMS
 
 
 def _shown(defaults: dict) -> str:
-    """A first stage's late defaults, e.g. `interpolate 0.3, depth 100`."""
+    """A first stage's late defaults, e.g. `interpolate 0.1, depth 100`."""
     fusion = "rrf" if defaults["fusion"] == "rrf" else f"interpolate {defaults['interpolate']}"
     return f"{fusion}, depth {defaults['depth']}"
 

@@ -15,7 +15,7 @@ adds the two stages' scores per document, `w * s` multiplies a stage's scores
 by a number, `a | b` is the union of the documents both rank. A Pipeline is
 itself a stage, so pipelines nest. `pipe(f)` wraps a plain callable with the
 stage signature so it composes too. A stage's repr shows its settings and a
-pipeline's its stages (`BM25(k1=0.9, b=0.4) % 100 >> LateReranker(interpolate=0.3, depth=100)`). A
+pipeline's its stages (`BM25(k1=0.9, b=0.4) % 100 >> LateReranker(interpolate=0.1, depth=100)`). A
 stage with a `following(previous)` method is replaced, in a pipeline, by what it returns for the stage
 before it (cuts skipped): the late reranker takes the defaults validated for that kind of first stage.
 
