@@ -34,7 +34,12 @@ With `--choices FILE` the choices (and their validation figures) are written to
 FILE before any test figure is computed, and read back from it when it exists;
 `--choose-only` stops there.
 LambdaMART's `base` setting boosts its trees from `base` times the normalised
-first-stage (hybrid) score instead of from 0 (retrieval/ltr/model.py).
+first-stage (hybrid) score instead of from 0 (retrieval/ltr/model.py); it is in
+the grid (0 or 1) like every other setting. `gain` is lambdarank's label gain
+(`exp` 2^grade - 1 or `linear`, trec_eval's; Cranfield is graded), and the
+`rank` normalisation replaces each document feature by its rank among the
+query's candidates (retrieval/ltr/train.py, model.py). The first stage's score
+and rank (`first_score`, `first_rank`) are the hybrid's fused score and rank.
 X's judgements are never seen. nDCG@10 and MAP, each system against the
 hybrid by paired t-test and Wilcoxon (Holm over the systems of a table), per
 collection and over the pooled queries of the four.
@@ -69,11 +74,11 @@ MEASURES = ["nDCG@10", "MAP"]
 BASELINE = "hybrid"
 SINGLE = ("bm25", "qld", "bm25+rm3", "rocchio", "dense", "dense_rocchio", "late")
 GRIDS = {  # nested-validated; few leaves, many rows per leaf: strong regularisation
-    "lambdamart": {"objective": ("lambdarank", "rank_xendcg"), "num_leaves": (3, 7),
-                   "min_data_in_leaf": (50, 200), "learning_rate": (0.05, 0.2),
-                   "normalisation": ("minmax", "zscore"), "base": (1.0,)},
-    "linear": {"l2": (0.1, 10.0, 1000.0), "normalisation": ("minmax", "zscore")},
-    "coordascent": {"measure": ("nDCG@10", "MAP"), "normalisation": ("minmax", "zscore"), "restarts": (2,)},
+    "lambdamart": {"objective": ("lambdarank",), "num_leaves": (7,), "min_data_in_leaf": (100,),
+                   "learning_rate": (0.05,), "normalisation": ("zscore", "rank"), "base": (0.0, 1.0),
+                   "gain": ("exp", "linear")},
+    "linear": {"l2": (0.1, 10.0, 1000.0), "normalisation": ("zscore", "rank")},
+    "coordascent": {"measure": ("nDCG@10",), "normalisation": ("zscore", "rank"), "restarts": (1,)},
 }
 LABELS = {"lambdamart": "LTR LambdaMART", "linear": "LTR linear", "coordascent": "LTR coord. ascent"}
 ZERO_SHOT = "zero-shot"
@@ -155,8 +160,19 @@ def nested_choice(kind: str, names, data: dict, train: list[str]) -> tuple[dict,
         mean = float(np.mean(list(values.values())))
         tree = int(statistics.median(trees)) if trees[0] is not None else None
         tried.append((mean, settings, tree, values))
-    best = max(tried, key=lambda t: t[0])
+    best = max(tried, key=lambda t: t[0])  # the first of equals: the grid's order
     return best[1], best[0], best[2], tried
+
+
+def first_stage_validation(data: dict, train: list[str]) -> tuple[float, dict[str, float]]:
+    """The first stage's (hybrid's) own nDCG@10 on the same inner validation queries the settings were
+    chosen on (its ranking of the same candidates): what a learned ranker's validation figure beats."""
+    values = {}
+    for held, _, valid in inner_folds(data, train):
+        (run, qrels), = valid
+        answered = Qrels({q: j for q, j in qrels.items() if q in run.features})
+        values[held] = evaluate(Run({q: run[q] for q in run.features}), answered, "nDCG@10")["nDCG@10"]
+    return float(np.mean(list(values.values()))), values
 
 
 def table(per_system: dict[str, dict], means: dict[str, dict]) -> list[str]:
@@ -190,21 +206,22 @@ def parse_loo(items: list[str]) -> dict[str, str]:
     return out
 
 
-def choose(folds, loo: dict[str, str], path: Path | None, collections: list[str]) -> dict:
+def choose(folds, loo: dict[str, str], path: Path | None, collections: list[str], kinds: list[str]) -> dict:
     """Every (test collection, learned ranker)'s nested-validated setting, read from `path` when it
     holds them for these grids, else chosen and written there (before any test figure)."""
-    grids = json.loads(json.dumps(GRIDS))
+    grids = json.loads(json.dumps({k: GRIDS[k] for k in kinds}))
     choices = json.loads(path.read_text()) if path is not None and path.is_file() else {}
-    if choices and (choices.get("grids"), choices.get("collections")) != (grids, collections):
+    if choices and (choices.get("collections") != collections
+                    or any(choices.get("grids", {}).get(k, grids[k]) != grids[k] for k in kinds)):
         raise SystemExit(f"bench_ltr: {path} holds choices for other grids or collections; remove it to"
                          " choose again")
-    choices |= {"grids": grids, "collections": collections}
+    choices |= {"grids": choices.get("grids", {}) | grids, "collections": collections}
     for name in collections:
         checkpoint = loo.get(name, ZERO_SHOT)
         data, _ = folds(checkpoint)
         names = data[name][0].names
         train = [c for c in collections if c != name]
-        for kind in GRIDS:
+        for kind in kinds:
             key = f"{name} {kind}"
             if key in choices:
                 continue
@@ -212,7 +229,7 @@ def choose(folds, loo: dict[str, str], path: Path | None, collections: list[str]
             ranked = sorted(tried, key=lambda t: -t[0])
             choices[key] = {"late": Path(checkpoint).name, "settings": settings, "trees": trees,
                             "validation": value, "per_held_out": ranked[0][3],
-                            "runner_up": ranked[1][0],
+                            "runner_up": ranked[1][0] if len(ranked) > 1 else None,
                             "tried": [{"settings": t[1], "validation": t[0], "trees": t[2]} for t in tried]}
             shown = ", ".join(f"{k}={v}" for k, v in settings.items()) + (f", trees={trees}" if trees else "")
             print(f"{name} {kind}: {shown} ({value:.4f})", file=sys.stderr, flush=True)
@@ -224,18 +241,23 @@ def choose(folds, loo: dict[str, str], path: Path | None, collections: list[str]
     return choices
 
 
-def settings_table(choices: dict, importances: dict, collections: list[str]) -> list[str]:
+def settings_table(choices: dict, importances: dict, collections: list[str], kinds: list[str],
+                   hybrid: dict[str, tuple[float, dict[str, float]]]) -> list[str]:
     lines = ["| test collection | model | late feature | chosen settings | validation nDCG@10 (per held-out"
-             " collection) | runner-up | top features |", "|---|---|---|---|---|---:|---|"]
+             " collection) | runner-up | hybrid on the same validation queries | top features |",
+             "|---|---|---|---|---|---:|---|---|"]
     for name in collections:
-        for kind in GRIDS:
+        first, first_held = hybrid[name]
+        shown_hybrid = f"{first:.4f} (" + " / ".join(f"{h} {v:.4f}" for h, v in first_held.items()) + ")"
+        for kind in kinds:
             c = choices[f"{name} {kind}"]
             shown = ", ".join(f"{k}={v}" for k, v in c["settings"].items())
             shown += f", trees={c['trees']}" if c["trees"] else ""
             held = " / ".join(f"{h} {v:.4f}" for h, v in c["per_held_out"].items())
             top = sorted(importances[name, kind].items(), key=lambda kv: -kv[1])[:5]
             lines.append(f"| {name} | {LABELS[kind]} | {c['late']} | {shown} | {c['validation']:.4f}"
-                         f" ({held}) | {c['runner_up']:.4f} | "
+                         f" ({held}) | {'-' if c['runner_up'] is None else format(c['runner_up'], '.4f')} |"
+                         f" {shown_hybrid} | "
                          + ", ".join(f"{n} {w:.2f}" for n, w in top) + " |")
     return lines
 
@@ -253,6 +275,8 @@ def main() -> None:
                     help="the collections, each left out in turn (default all four; with two, settings"
                     " are chosen on every fifth query of the one training collection)")
     ap.add_argument("--choose-only", action="store_true", help="choose the settings, write them, stop")
+    ap.add_argument("--kinds", nargs="+", default=list(GRIDS), choices=list(GRIDS),
+                    help="the learned rankers (default all three)")
     ap.add_argument("--late-loo", action="append", default=[], metavar="NAME=CHECKPOINT",
                     help="for held-out collection NAME, the late feature from a checkpoint trained without"
                     " it (default: zero-shot MaxSim for every collection)")
@@ -269,11 +293,12 @@ def main() -> None:
             computed[checkpoint] = collect(indexes, args.cache, args.depth, checkpoint)
         return computed[checkpoint]
 
-    choices = choose(folds, loo, args.choices, collections)
+    kinds = [k for k in GRIDS if k in args.kinds]
+    choices = choose(folds, loo, args.choices, collections, kinds)
     if args.choose_only:
         return
     _, test = folds(ZERO_SHOT)
-    runs, importances = {}, {}
+    runs, importances, hybrid_validation = {}, {}, {}
     for name, index in indexes.items():
         topics, qrels, first, feats = test[name]
         runs[name] = {
@@ -288,7 +313,8 @@ def main() -> None:
         }
         data, fold_test = folds(loo.get(name, ZERO_SHOT))
         train = [c for c in collections if c != name]
-        for kind in GRIDS:
+        hybrid_validation[name] = first_stage_validation(data, train)
+        for kind in kinds:
             c = choices[f"{name} {kind}"]
             model = fit(kind, c["settings"], data[name][0].names, [data[t][0] for t in train],
                         [data[t][1] for t in train], trees=c["trees"])
@@ -323,15 +349,16 @@ def main() -> None:
     out += ["## Settings chosen by nested validation on the training collections\n",
             "Per test collection, on the other collections only: the setting with the best mean validation"
             " nDCG@10 (each training collection held out in turn, or with a single training collection"
-            " every fifth of its queries; the value of each after its name), the"
-            " runner-up's mean, and the final model's five most important features (LightGBM gain share;"
+            " every fifth of its queries; the value of each after its name), the runner-up's mean, the"
+            " hybrid's own nDCG@10 on the same validation queries (its ranking of the same candidates), and"
+            " the final model's five most important features (LightGBM gain share;"
             " linear models: |weight| share over normalised features). Grids: "
-            + "; ".join(f"{k}: " + ", ".join(f"{p} {list(v)}" for p, v in g.items())
-                        for k, g in GRIDS.items())
+            + "; ".join(f"{k}: " + ", ".join(f"{p} {list(v)}" for p, v in GRIDS[k].items())
+                        for k in kinds)
             + ". LightGBM: L2 1.0, up to 300 trees, early stopping after 30 on the held-out collection's"
             " nDCG@10. Coordinate ascent: RankLib's, first restart from the hybrid's score alone"
             " (retrieval/ltr/coordinate.py).\n",
-            *settings_table(choices, importances, collections)]
+            *settings_table(choices, importances, collections, kinds, hybrid_validation)]
     publish(ROOT / "eval" / "results" / "ltr.md", "\n".join(out))
 
 

@@ -233,13 +233,14 @@ def _dense_rocchio(index: AnyIndex, **v: Any) -> Stage:
 
 SCORERS = ("bm25", "qld", "qljm", "rm3", "dense", "late", "fields")
 SHARDED_SCORERS = ("bm25", "qld", "qljm", "late")  # rescoring a run over shards
+LUCENE_SCORERS = ("bm25", "qld")  # Lucene's own scores of a run's documents (LuceneRescorer)
 
 
 def _feature_names(index: AnyIndex, feature_set: str) -> list[str]:
     """The scorers of `feature_set` ("all": every one the index has parts for; `fields` only when it
     has fields; on shards those that rescore over shards)."""
     fielded = bool(getattr(index, "fields", None))
-    usable = SHARDED_SCORERS if index.kind == "sharded" else SCORERS
+    usable = {"sharded": SHARDED_SCORERS, "lucene": LUCENE_SCORERS}.get(index.kind, SCORERS)
     if feature_set == "all":
         return [n for n in usable
                 if (n not in ("dense", "late") or index.has(n)) and (n != "fields" or fielded)]
@@ -256,7 +257,7 @@ def _feature_names(index: AnyIndex, feature_set: str) -> list[str]:
                          index.path)
     refused = [n for n in names if n not in usable]
     if refused:
-        raise InputError(f"on a sharded index the features are {', '.join(SHARDED_SCORERS)};"
+        raise InputError(f"on a {index.kind} index the features are {', '.join(usable)};"
                          f" {', '.join(refused)} rescore a run on a single native index only", index.path)
     return names
 
@@ -289,7 +290,12 @@ def _features(index: AnyIndex, **v: Any) -> Stage:
     common = {"threads": v["threads"]}
     scorers: dict[str, Stage] = {}
     for name in _feature_names(index, v["feature_set"]):
-        if name in ("bm25", "qld", "qljm"):
+        if index.kind == "lucene":
+            from retrieval.lucene.searcher import LuceneRescorer
+
+            own = {"bm25": ("k1", "b"), "qld": ("mu",)}[name]
+            scorers[name] = LuceneRescorer(build(name, index, **common, **{k: v[k] for k in own}))
+        elif name in ("bm25", "qld", "qljm"):
             own = {"bm25": ("k1", "b"), "qld": ("mu",), "qljm": ("lam",)}[name]
             scorers[name] = build(name, index, **common, **{k: v[k] for k in own})
         elif name == "rm3":
@@ -356,9 +362,11 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
            " ranks, lengths, idf", ("hits", "threads", "depth", "feature_set", "cache", "k1", "b", "mu",
                                    "lam", "fb_docs", "fb_terms", "original_weight", "encoder", "precision",
                                    "checkpoint"),
-           {"native": _features, "sharded": _features}, defaults={"depth": 100}, needs_run=True),
+           {"native": _features, "sharded": _features, "lucene": _features}, defaults={"depth": 100},
+           needs_run=True),
     Ranker("ltr", "a learned ranker (LambdaMART or linear) over a features stage's candidates",
-           ("hits", "threads", "checkpoint"), {"native": _ltr, "sharded": _ltr}, needs_run=True),
+           ("hits", "threads", "checkpoint"), {"native": _ltr, "sharded": _ltr, "lucene": _ltr},
+           needs_run=True),
     Ranker("late", "late-interaction (MaxSim) reranker of a run's top `depth`",
            ("hits", "threads", "precision", "depth", "checkpoint", "interpolate", "fusion", "rrf_k",
             "filter", "first_stage"),

@@ -192,3 +192,48 @@ def test_search_reranks_by_an_ltr_checkpoint(cacm_index, cacm_features, tmp_path
     assert sum(line.startswith("1 ") for line in out.read_text().splitlines()) == 30
     assert main(["search", "--index", str(cacm_index.path), "--topics", "cacm", "--late-checkpoint",
                  "zero-shot", "--output", str(tmp_path / "x")]) == 2
+
+
+def test_rank_normalisation_is_the_within_query_rank_with_ties_shared():
+    from retrieval.ltr.model import normalise_query, within_query_rank
+
+    assert within_query_rank(np.array([3.0, 1.0, 2.0])).tolist() == [1.0, 0.0, 0.5]
+    assert within_query_rank(np.array([5.0, 1.0, 5.0, 0.0])).tolist() == [2.5 / 3, 1 / 3, 2.5 / 3, 0.0]
+    assert within_query_rank(np.array([2.0, 2.0])).tolist() == [0.0, 0.0]
+    x = normalise_query(np.array([[1.0, 7.0], [9.0, 7.0], [4.0, 7.0]]), ["bm25", "query_length"], "rank",
+                        {"query_length": (5.0, 2.0)})
+    assert x.tolist() == [[0.0, 1.0], [1.0, 1.0], [0.5, 1.0]]
+
+
+def test_grid_drops_lambdarank_settings_from_other_objectives():
+    from retrieval.ltr.train import settings_grid
+
+    grid = {"objective": ("lambdarank", "rank_xendcg"), "gain": ("exp", "linear"), "truncation": (10, 30),
+            "normalisation": ("zscore",)}
+    settings = settings_grid("lambdamart", grid)
+    assert len(settings) == 4 + 1
+    assert {"objective": "rank_xendcg", "normalisation": "zscore"} in settings
+    assert all("gain" in s for s in settings if s["objective"] == "lambdarank")
+
+
+def test_lambdarank_label_gain_and_truncation_reach_lightgbm(cacm_features):
+    qrels = load_qrels("cacm")
+    settings = {"objective": "lambdarank", "num_leaves": 3, "min_data_in_leaf": 20, "normalisation": "rank",
+                "gain": "linear", "truncation": 10}
+    text = fit("lambdamart", settings, cacm_features.names, [cacm_features], [qrels],
+               trees=2).booster.model_to_string()
+    assert "[lambdarank_truncation_level: 10]" in text
+    assert "[label_gain: 0,1,2,3," in text
+    with pytest.raises(InputError, match="gain"):
+        fit("lambdamart", settings | {"gain": "square"}, cacm_features.names, [cacm_features], [qrels],
+            trees=1)
+
+
+def test_top_ten_order_equals_the_stable_sort_with_ties():
+    from retrieval.ltr.coordinate import _top_order
+
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        scores = rng.integers(0, 4, size=(8, 25)).astype(float)
+        scores[rng.random(scores.shape) < 0.3] = -np.inf
+        assert np.array_equal(_top_order(scores, 10), np.argsort(-scores, axis=1, kind="stable")[:, :10])

@@ -1,4 +1,4 @@
-"""The features stage on every index kind: fielded (per-field features), sharded, and Lucene refused."""
+"""The features stage on every index kind: fielded (per-field features), sharded, and Lucene."""
 
 from __future__ import annotations
 
@@ -81,3 +81,34 @@ def test_ltr_runs_on_the_sharded_features(indexes, tmp_path):
     ranked = registry.build("ltr", indexes / "sharded", checkpoint=str(tmp_path / "m"))(QUERIES, feats)
     assert {q: sorted(d for d, _ in hits) for q, hits in ranked.items()} == {
         q: sorted(ids) for q, (ids, _) in feats.features.items()}
+
+
+def test_features_on_a_lucene_index_are_lucenes_own_scores(indexes, tmp_path):
+    """On a Lucene index the features are BM25 and QLD as Lucene scores each candidate in a full search
+    (a FILTER clause on the candidates' ids does not change a score; Anserini rounds scores to 4
+    decimals and moves tied ones apart by a hair, which depends on the documents ranked); a learned
+    ranker runs on them."""
+    from retrieval.ltr.train import fit
+    from retrieval.lucene import build_lucene_index
+
+    path = tmp_path / "lucene"
+    build_lucene_index(_documents(), path, threads=1)
+    first = registry.build("bm25", path, hits=50)(QUERIES)
+    feats = registry.build("features", path, depth=20)(QUERIES, first)
+    assert feats.names == ("first_score", "first_rank", "bm25", "qld")
+    full = {"bm25": registry.build("bm25", path, hits=1000)(QUERIES),
+            "qld": registry.build("qld", path, hits=1000)(QUERIES)}
+    for q, (ids, matrix) in feats.features.items():
+        assert len(ids) == min(20, len(first[q]))
+        for name, column in (("bm25", 2), ("qld", 3)):
+            scores = dict(full[name][q])
+            assert all(abs(scores[d] - v) < 1e-4 for d, v in zip(ids, matrix[:, column].tolist())
+                       if d in scores)
+        assert dict(zip(ids, matrix[:, 2].tolist())) == dict(first[q][:20])
+    qrels = {q: {ids[-1]: 1} for q, (ids, _) in feats.features.items()}
+    fit("linear", {"l2": 1.0, "normalisation": "rank"}, feats.names, [feats], [qrels]).save(tmp_path / "m")
+    ranked = registry.build("ltr", path, checkpoint=str(tmp_path / "m"))(QUERIES, feats)
+    assert {q: sorted(d for d, _ in hits) for q, hits in ranked.items()} == {
+        q: sorted(ids) for q, (ids, _) in feats.features.items()}
+    with pytest.raises(InputError, match="lucene index"):
+        registry.build("features", path, feature_set="bm25+rm3")

@@ -280,8 +280,8 @@ def _dense_run(index: ShardedIndex, model: str, queries) -> bytes:
 @pytest.mark.slow
 def test_cacm_dense_on_ray_equals_single_index(tmp_path_factory, ray_cluster):
     """4 shards, the collection encoded once and split by shard, or the single index's vectors copied
-    (CACM's first 600 documents: encoding, not the collection's size, is what is compared)."""
-    docs = list(collections.load_documents("cacm"))[:600]
+    (CACM's first 200 documents: encoding, not the collection's size, is what is compared)."""
+    docs = list(collections.load_documents("cacm"))[:200]
     root = tmp_path_factory.mktemp("dense")
     build_index(docs, root / "single", progress=False)
     from retrieval.dense import add_dense
@@ -314,7 +314,7 @@ def test_late_reranking_on_shards_equals_single_index(tmp_path, capsys):
     from retrieval.late import LateModel, LateReranker, build_late
     from retrieval.shards.late import LateSource
 
-    docs = list(collections.load_documents("cacm"))[:600]
+    docs = list(collections.load_documents("cacm"))[:200]
     model = LateModel(threads=2)
     build_index(docs, tmp_path / "single", progress=False)
     build_late(tmp_path / "single", model, progress=False)

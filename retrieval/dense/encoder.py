@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -197,6 +198,27 @@ def onnx_forward(path: Path, threads: int):
     return forward
 
 
+_LOADED: dict[tuple[str, str, str], Any] = {}  # (model dir, weights' SHA-256, precision) -> forward
+_LOADING = threading.Lock()
+
+
+def torch_forward(model_dir: Path, checksum: str, precision: str) -> Any:
+    """The model's inference forward (ids, mask) -> last hidden states, in `precision`. Encoders of one
+    process share it (Encoder._load_backend), so each model is loaded once: it is only ever run in
+    inference mode, never changed."""
+    from transformers import AutoModel
+
+    model = load_pretrained(AutoModel, model_dir).eval()
+    model = precisions.prepare(model, precision, stored_channels(checksum))
+
+    @torch.inference_mode()
+    def forward(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        out = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
+        return out.last_hidden_state.float().numpy()
+
+    return forward
+
+
 class Encoder:
     """Encode texts into (n, dim) float32 embeddings with a local HF encoder.
 
@@ -235,17 +257,11 @@ class Encoder:
             path = onnx_model(self.model_dir, self.checksum,
                               quantize=self.precision == "onnx-int8", cache_dir=cache_dir)
             return onnx_forward(path, self.threads)
-        from transformers import AutoModel
-
-        model = load_pretrained(AutoModel, self.model_dir).eval()
-        model = precisions.prepare(model, self.precision, stored_channels(self.checksum))
-
-        @torch.inference_mode()
-        def forward(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-            out = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
-            return out.last_hidden_state.float().numpy()
-
-        return forward
+        key = (str(self.model_dir), self.checksum, self.precision)
+        with _LOADING:
+            if key not in _LOADED:
+                _LOADED[key] = torch_forward(self.model_dir, self.checksum, self.precision)
+            return _LOADED[key]
 
     @property
     def effective_batch_size(self) -> int:

@@ -67,7 +67,10 @@ class Lists:
     def measure(self, scores: np.ndarray, which: str) -> float:
         """The mean measure over the queries of these (queries, rows) scores (padding never ranks)."""
         scores = np.where(self.grades < 0, -np.inf, scores)
-        order = np.argsort(-scores, axis=1, kind="stable")
+        if which == "nDCG@10" and scores.shape[1] > 10:
+            order = _top_order(scores, 10)
+        else:
+            order = np.argsort(-scores, axis=1, kind="stable")
         ranked = np.take_along_axis(self.grades, order, axis=1)
         gains = np.maximum(ranked, 0.0)
         if which == "nDCG@10":
@@ -80,6 +83,24 @@ class Lists:
             values = np.divide((precision * hit).sum(axis=1), self.relevant,
                                out=np.zeros(len(hit)), where=self.relevant > 0)
         return float(values.mean()) if len(values) else 0.0
+
+
+def _top_order(scores: np.ndarray, k: int) -> np.ndarray:
+    """Each row's first `k` positions of the stable descending order (ties by position), without
+    sorting the whole row: the k-th highest value found by partition, the rows above it and the first
+    of those equal to it kept, then those k sorted stably."""
+    kth = -np.partition(-scores, k - 1, axis=1)[:, k - 1:k]
+    above = scores > kth
+    equal = scores == kth
+    need = k - above.sum(axis=1, keepdims=True)
+    keep = above | equal
+    crowded = np.flatnonzero(equal.sum(axis=1) > need[:, 0])  # more ties at the k-th than places
+    if len(crowded):
+        ties = equal[crowded]
+        keep[crowded] = above[crowded] | (ties & (np.cumsum(ties, axis=1) <= need[crowded]))
+    rows = np.nonzero(keep)[1].reshape(len(scores), k)  # row order is position order
+    inner = np.argsort(-np.take_along_axis(scores, rows, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(rows, inner, axis=1)
 
 
 def _starts(names: Sequence[str], movable: np.ndarray, restarts: int, seed: int) -> list[np.ndarray]:

@@ -16,9 +16,10 @@ few, small trees reorder the first stage's ranking locally rather than replace
 it (LightGBM's init_score; `base` is a setting chosen on validation).
 
 Normalisation, so that scales transfer across collections: each document
-feature is scaled within its query's candidate list (`minmax` to [0, 1], or
-`zscore`); the query features (features.QUERY_FEATURES: the same for every
-candidate of a query) are z-scored with the training set's mean and deviation.
+feature is scaled within its query's candidate list (`minmax` to [0, 1],
+`zscore`, or `rank`: its rank among the candidates scaled to [0, 1]); the query
+features (features.QUERY_FEATURES: the same for every candidate of a query) are
+z-scored with the training set's mean and deviation.
 """
 
 from __future__ import annotations
@@ -41,7 +42,21 @@ from retrieval.types import Queries, Run
 KINDS = ("lambdamart", "linear", "coordascent")
 LINEAR_KINDS = ("linear", "coordascent")  # a weight per feature, stored as JSON
 BASE_FEATURE = "first_score"
-NORMALISATIONS = ("minmax", "zscore", "none")
+NORMALISATIONS = ("minmax", "zscore", "rank", "none")
+
+
+def within_query_rank(column: np.ndarray) -> np.ndarray:
+    """Each value's rank among the query's candidates scaled to [0, 1] (1 the highest; ties share
+    their mean rank; all 0 when the column is constant)."""
+    n = column.size
+    if n < 2 or column.min() == column.max():
+        return np.zeros(n)
+    order = np.argsort(column, kind="stable")
+    ranks = np.empty(n)
+    ranks[order] = np.arange(n, dtype=np.float64)
+    _, inverse, counts = np.unique(column, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=ranks)
+    return (sums / counts)[inverse] / (n - 1)
 
 
 def normalise_query(matrix: np.ndarray, names: Sequence[str], how: str,
@@ -60,6 +75,8 @@ def normalise_query(matrix: np.ndarray, names: Sequence[str], how: str,
         elif how == "zscore" and column.size:
             sd = column.std()
             x[:, j] = (column - column.mean()) / sd if sd > 0 else 0.0
+        elif how == "rank":
+            x[:, j] = within_query_rank(column)
     return x
 
 

@@ -6,7 +6,11 @@ LambdaMART is LightGBM's gradient-boosted trees with a ranking objective:
 `lambdarank` (list-wise LambdaMART), `rank_xendcg` (list-wise cross-entropy) or
 `regression` (point-wise, on the grades); the number of trees by early
 stopping on the validation queries' nDCG@10; optionally boosted from the first
-stage's normalised score (`base`, model.py). The linear model is a pair-wise
+stage's normalised score (`base`, model.py). `lambdarank` has two more
+settings: `gain`, the label gain of graded judgements (`exp`: LightGBM's
+2^grade - 1; `linear`: the grade itself, as trec_eval's nDCG counts it), and
+`truncation`, how deep its pairs reach (LightGBM's lambdarank_truncation_level;
+default 30). The linear model is a pair-wise
 logistic ranker (RankNet's loss on a linear score, L2-regularised, fitted by
 scipy's L-BFGS). Coordinate ascent (coordinate.py) fits linear weights to the
 training queries' nDCG@10 or MAP directly, RankLib's way. For each kind, each
@@ -44,10 +48,36 @@ GRIDS: dict[str, dict[str, Sequence[Any]]] = {
 MAX_PAIRS = 2000  # per query, for the linear model's loss (drawn with a fixed seed)
 
 
+LAMBDARANK_ONLY = ("gain", "truncation")  # settings no other objective reads
+GAINS = ("exp", "linear")
+MAX_GRADE = 31
+
+
 def settings_grid(kind: str, grid: Mapping[str, Sequence[Any]] | None = None) -> list[dict[str, Any]]:
-    """Every combination of the grid's values."""
+    """Every combination of the grid's values, once each: a setting only `lambdarank` reads is dropped
+    from the other objectives' combinations (which would otherwise repeat)."""
     grid = GRIDS[kind] if grid is None else grid
-    return [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+    out: list[dict[str, Any]] = []
+    for values in itertools.product(*grid.values()):
+        settings = dict(zip(grid, values))
+        if settings.get("objective", "lambdarank") != "lambdarank":
+            settings = {k: v for k, v in settings.items() if k not in LAMBDARANK_ONLY}
+        if settings not in out:
+            out.append(settings)
+    return out
+
+
+def _label_gain(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """LightGBM's label_gain (and truncation level) for a lambdarank setting."""
+    extra: dict[str, Any] = {}
+    gain = settings.get("gain", "exp")
+    if gain not in GAINS:
+        raise InputError(f"gain: expected one of {', '.join(GAINS)}, got {gain!r}")
+    if gain == "linear":
+        extra["label_gain"] = list(range(MAX_GRADE + 1))
+    if "truncation" in settings:
+        extra["lambdarank_truncation_level"] = int(settings["truncation"])
+    return extra
 
 
 def design(runs: Sequence[FeatureRun], qrels: Sequence[Qrel], names: Sequence[str], normalisation: str,
@@ -116,6 +146,8 @@ def fit(kind: str, settings: Mapping[str, Any], names: Sequence[str], runs: Sequ
                   "feature_fraction": 1.0, "lambda_l2": 1.0, "max_bin": 255, "num_threads": 1,
                   "deterministic": True, "force_row_wise": True, "seed": 0, "verbose": -1,
                   "metric": "ndcg", "eval_at": [10]}
+    if objective == "lambdarank":
+        lgb_params |= _label_gain(settings)
     train_set = lightgbm.Dataset(x, y, group=groups, feature_name=list(names), free_raw_data=False,
                                  init_score=start.base_scores(x) if base else None)
     callbacks, valid_sets = [], []

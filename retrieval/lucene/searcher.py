@@ -287,6 +287,36 @@ class _LuceneStage(Stage):
                                     context)
         return [(str(d), float(s)) for d, s in zip(hits.docids, hits.scores)][: self.hits]
 
+    def rescore(self, queries: Queries, run: Run) -> Run:
+        """Each query's score of the run's documents (no others): the query as Anserini builds it,
+        required, and the documents' ids as a non-scoring FILTER clause, so each document gets the
+        score a full search gives it; a document that matches no query term is left out. RM3 and a
+        filter of the stage are not applied here."""
+        if self._searcher is None:
+            raise RuntimeError(f"{type(self).__name__} is closed")
+        searcher = self._searcher
+        bytes_ref = jvm.autoclass("org.apache.lucene.util.BytesRef")
+        term_set = jvm.autoclass("org.apache.lucene.search.TermInSetQuery")
+        out = {}
+        for qid, hits in run.items():
+            text = str(queries[qid])
+            if not text.strip():
+                raise InputError(f"query {qid!r} is empty")
+            terms = jvm.autoclass("java.util.ArrayList")()
+            for doc_id, _ in hits:
+                terms.add(bytes_ref(str(doc_id).encode("utf-8")))
+            if not hits:
+                out[qid] = []
+                continue
+            query = _boolean((searcher.generator.buildQuery("contents", searcher.analyzer, text), "MUST"),
+                             (term_set("id", terms), "FILTER"))
+            try:
+                found = searcher.search(query, len(hits))
+            except Exception as e:  # jnius.JavaException, e.g. TooManyClauses
+                raise InputError(f"Lucene cannot score query {qid!r}: {jvm.java_error(e)}") from None
+            out[qid] = [(hit.docid, float(hit.score)) for hit in found]
+        return Run(out)
+
     def _find_failing_query(self, queries: Queries) -> None:
         """Search one query at a time to name the one Lucene rejects (InputError)."""
         for qid, text in queries.items():
@@ -326,3 +356,23 @@ class LuceneQLD(_LuceneStage):
 
     def _params(self) -> dict[str, Any]:
         return {"mu": self.mu, **super()._params()}
+
+
+class LuceneRescorer(Stage):
+    """A Lucene BM25 or QLD stage scoring the documents of the run it is given (`rescore`), as a
+    features stage's scorer on a Lucene index; it needs a run."""
+
+    name = "lucene_rescore"
+
+    def __init__(self, stage: _LuceneStage):
+        self.stage = stage
+
+    def __repr__(self) -> str:
+        return f"LuceneRescorer({self.stage!r})"
+
+    def __call__(self, queries: Queries, run: Run | None = None) -> Run:
+        params.check_queries(queries)
+        params.check_run(run, queries)
+        if run is None:
+            raise InputError("rescoring with a Lucene index needs a run")
+        return self.stage.rescore(queries, run)
