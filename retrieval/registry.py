@@ -370,8 +370,10 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
     Ranker("late", "late-interaction (MaxSim) reranker of a run's top `depth`",
            ("hits", "threads", "precision", "depth", "checkpoint", "interpolate", "fusion", "rrf_k",
             "filter", "first_stage"),
-           # interpolate, depth and fusion default by the kind of first stage (params.LATE_DEFAULTS)
-           {"native": _late, "sharded": _late}, defaults={"depth": None, "fusion": None, "interpolate": None},
+           # None: the stage settles interpolate, depth and fusion by its kind of first stage
+           # (params.LATE_DEFAULTS) and takes a given rrf_k to mean RRF, so none has a value here
+           {"native": _late, "sharded": _late},
+           defaults={"depth": None, "fusion": None, "interpolate": None, "rrf_k": None},
            needs_run=True),
 )}
 

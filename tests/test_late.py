@@ -512,6 +512,11 @@ def test_late_defaults_follow_the_kind_of_first_stage(tiny_index, zero_shot, mon
     assert (fused >> LateReranker(tiny_index, zero_shot, interpolate=0.2)).stages[-1].interpolate == 0.2
     told = build("late", tiny_index, checkpoint="zero-shot", first_stage="hybrid")
     assert told.depth == 3 and (bm25 >> told).stages[-1] is told
+    built = build("late", tiny_index, checkpoint="zero-shot")  # the registry passes no value as given
+    for settled in (built, (fused >> built).stages[-1]):
+        assert settled.fusion == "interpolate" and settled.rrf_k == params.default("rrf_k")
+    assert repr((fused >> built).stages[-1]) == "LateReranker(interpolate=0.8, depth=3)"
+    assert build("late", tiny_index, checkpoint="zero-shot", rrf_k=5).fusion == "rrf"
     monkeypatch.setitem(params.LATE_DEFAULTS, "hybrid", {"fusion": "rrf", "interpolate": 0.8, "depth": 3})
     assert (fused >> late).stages[-1].fusion == "rrf"
     assert (fused >> LateReranker(tiny_index, zero_shot, interpolate=0.2)).stages[-1].fusion == "interpolate"
