@@ -20,7 +20,7 @@ from typing import Any
 from retrieval.errors import InputError
 from retrieval.index.impacts import SPARSE_MODELS
 from retrieval.index.kinds import AnyIndex
-from retrieval.pipeline.params import LATE_FUSION, PARAMS, RERANK_DEPTH, Param
+from retrieval.pipeline.params import PARAMS, Param
 from retrieval.pipeline.stage import Stage
 
 Builder = Callable[..., Stage]
@@ -70,7 +70,8 @@ class Ranker:
                                                                 if v is not None}
         for (switch, on), names in APPLIES_ONLY_WITH.items():
             ignored = [n for n in names if given.get(n) is not None]
-            if switch in values and values[switch] != on and ignored:
+            # a switch left at None is the stage's to settle (late: by its first stage), and so are these
+            if switch in values and values[switch] is not None and values[switch] != on and ignored:
                 setting = switch if on is True else f"{switch} {on}"
                 verb = "apply" if len(ignored) > 1 else "applies"
                 raise InputError(f"{self.name}: {', '.join(ignored)} {verb} only with {setting}")
@@ -326,7 +327,7 @@ def _late(index: AnyIndex, **v: Any) -> Stage:
 
     return LateReranker(index, v["checkpoint"], interpolate=v["interpolate"], depth=v["depth"],
                         hits=v["hits"], threads=v["threads"], precision=v["precision"], filter=v["filter"],
-                        fusion=v["fusion"], rrf_k=v["rrf_k"])
+                        fusion=v["fusion"], rrf_k=v["rrf_k"], first_stage=v["first_stage"])
 
 
 # ---------------------------------------------------------------- the registry
@@ -368,8 +369,11 @@ RANKERS: dict[str, Ranker] = {r.name: r for r in (
            needs_run=True),
     Ranker("late", "late-interaction (MaxSim) reranker of a run's top `depth`",
            ("hits", "threads", "precision", "depth", "checkpoint", "interpolate", "fusion", "rrf_k",
-            "filter"),
-           {"native": _late, "sharded": _late}, defaults={"depth": RERANK_DEPTH, "fusion": LATE_FUSION},
+            "filter", "first_stage"),
+           # None: the stage settles interpolate, depth and fusion by its kind of first stage
+           # (params.LATE_DEFAULTS) and takes a given rrf_k to mean RRF, so none has a value here
+           {"native": _late, "sharded": _late},
+           defaults={"depth": None, "fusion": None, "interpolate": None, "rrf_k": None},
            needs_run=True),
 )}
 

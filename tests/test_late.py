@@ -490,6 +490,42 @@ def test_late_is_fused_with_the_first_stage_by_default(tiny_index, zero_shot):
     assert build("late", tiny_index, checkpoint="zero-shot").interpolate == params.LATE_WEIGHT
 
 
+def test_late_defaults_follow_the_kind_of_first_stage(tiny_index, zero_shot, monkeypatch):
+    """Weight, depth and fusion not given are the validated defaults of the stage before it in a
+    pipeline (hybrid after a fused stage, cuts skipped; bm25 otherwise), or of `first_stage`; given
+    values win; the same stage can follow both kinds in two pipelines."""
+    from retrieval.pipeline import params
+    from retrieval.pipeline.fusion import Interpolate
+    from retrieval.pipeline.stage import Pipeline
+    from retrieval.registry import build
+
+    monkeypatch.setitem(params.LATE_DEFAULTS, "hybrid", {"fusion": "interpolate", "interpolate": 0.8,
+                                                         "depth": 3})
+    bm25 = build("bm25", tiny_index)
+    fused = Interpolate(bm25, build("qld", tiny_index), weight=0.5)
+    late = LateReranker(tiny_index, zero_shot)
+    after_hybrid = Pipeline(fused % 5, late).stages[-1]
+    assert (after_hybrid.interpolate, after_hybrid.depth) == (0.8, 3)
+    assert late.interpolate == params.LATE_DEFAULTS["bm25"]["interpolate"]  # the stage itself unchanged
+    assert (bm25 >> late).stages[-1] is late
+    assert "LateReranker(interpolate=0.8, depth=3)" in repr(fused >> late)
+    assert (fused >> LateReranker(tiny_index, zero_shot, interpolate=0.2)).stages[-1].interpolate == 0.2
+    told = build("late", tiny_index, checkpoint="zero-shot", first_stage="hybrid")
+    assert told.depth == 3 and (bm25 >> told).stages[-1] is told
+    built = build("late", tiny_index, checkpoint="zero-shot")  # the registry passes no value as given
+    for settled in (built, (fused >> built).stages[-1]):
+        assert settled.fusion == "interpolate" and settled.rrf_k == params.default("rrf_k")
+    assert repr((fused >> built).stages[-1]) == "LateReranker(interpolate=0.8, depth=3)"
+    assert build("late", tiny_index, checkpoint="zero-shot", rrf_k=5).fusion == "rrf"
+    monkeypatch.setitem(params.LATE_DEFAULTS, "hybrid", {"fusion": "rrf", "interpolate": 0.8, "depth": 3})
+    assert (fused >> late).stages[-1].fusion == "rrf"
+    assert (fused >> LateReranker(tiny_index, zero_shot, interpolate=0.2)).stages[-1].fusion == "interpolate"
+    queries = Queries(q1="dogs in the garden")
+    assert len((fused >> late)(queries)["q1"]) == len(fused(queries)["q1"])
+    with pytest.raises(InputError, match="first_stage must be one of"):
+        build("late", tiny_index, checkpoint="zero-shot", first_stage="dense")
+
+
 def test_rrf_fusion_of_the_first_stage_and_maxsim(tiny_index, zero_shot):
     """fusion rrf: 1/(k + first-stage rank) + 1/(k + MaxSim rank) over the top `depth`, the rest after;
     the interpolation weight is refused with it, not ignored."""

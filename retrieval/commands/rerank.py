@@ -15,12 +15,16 @@ from retrieval.commands.common import (
     topics_flags,
     write_run_output,
 )
-from retrieval.pipeline.params import PARAMS
-from retrieval.registry import RANKERS
+from retrieval.pipeline.params import FIRST_STAGES, LATE_DEFAULTS, PARAMS
+
+
+def _shown(defaults: dict) -> str:
+    """A first stage's late defaults, e.g. `interpolate 0.1, depth 100`."""
+    fusion = "rrf" if defaults["fusion"] == "rrf" else f"interpolate {defaults['interpolate']}"
+    return f"{fusion}, depth {defaults['depth']}"
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    late = RANKERS["late"]
     p = sub.add_parser("rerank", help="rerank a run file with the late-interaction model",
                        description="Rerank each query's top --depth hits of a TREC run by "
                        "late-interaction MaxSim, with the index's stored token embeddings when it "
@@ -35,10 +39,13 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interpolate", type=float, default=None, metavar="W",
                    help=PARAMS["interpolate"].help)
     p.add_argument("--fusion", choices=PARAMS["fusion"].choices, default=None,
-                   help=f"fusion with the run's scores: {PARAMS['fusion'].help} (default "
-                   f"{late.default('fusion')}, chosen on validation)")
-    p.add_argument("--depth", type=int, default=late.default("depth"),  # ranges: checked by the registry
-                   help=f"hits reranked per query (default {late.default('depth')})")
+                   help=f"fusion with the run's scores: {PARAMS['fusion'].help} (default: the first"
+                   " stage's validated one)")
+    p.add_argument("--depth", type=int, default=None,  # ranges: checked by the registry
+                   help="hits reranked per query (default: the first stage's validated depth)")
+    p.add_argument("--first-stage", choices=FIRST_STAGES, default=None,
+                   help="the kind of first stage that made the run, whose validated defaults apply: "
+                   + "; ".join(f"{k}: {_shown(v)}" for k, v in LATE_DEFAULTS.items()) + " (default bm25)")
     threads_flag(p, "torch threads")
     precision_flag(p, "how queries and on-the-fly documents are encoded")
     p.add_argument("--tag", type=run_tag, default="late", help="run tag (default: late)")
@@ -50,7 +57,8 @@ def run(args: argparse.Namespace) -> None:
 
     queries = collections.load_topics(args.topics, args.topic_field)
     stage = build("late", args.index, checkpoint=args.model, interpolate=args.interpolate,
-                  depth=args.depth, threads=args.threads, precision=args.precision, fusion=args.fusion)
+                  depth=args.depth, threads=args.threads, precision=args.precision, fusion=args.fusion,
+                  first_stage=args.first_stage)
     with naming_candidates(args.run_file):
         reranked = stage(queries, run_answering(args.run_file, queries))
     write_run_output(reranked, args.output, args.tag, "reranked")

@@ -7,8 +7,12 @@ model's projection maps to its own embeddings), and otherwise encodes the docume
 or given directly to `rerank`) on the fly, each distinct document of a run
 once per group of queries. The score of a reranked hit is
 w * minmax(first-stage score) + (1 - w) * minmax(MaxSim) per query, w =
-`interpolate` (default params.LATE_WEIGHT, chosen on validation; 0 is MaxSim
-alone), so the reranker keeps what the first stage knew. Hits below `depth`
+`interpolate` (0 is MaxSim alone), so the reranker keeps what the first stage
+knew. The weight, depth and fusion not given are the validated defaults of
+the kind of first stage (params.LATE_DEFAULTS: `hybrid` after a fused stage,
+`bm25` after anything else): a Pipeline settles them from the stage before
+(`LateReranker.following`), `first_stage` names the kind outright (a run
+file's). Hits below `depth`
 follow the reranked ones in their first-stage order (fusion.with_tail): the
 result is as long as the run given, cut to `hits` if set. A
 run naming a query that `queries` has no text for is refused (InputError
@@ -17,6 +21,7 @@ naming it), as by every stage (pipeline/stage.py).
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -73,33 +78,34 @@ class LateReranker(Stage):
     """Rerank a Run's top `depth` hits per query by MaxSim fused with the first stage's scores (a stage
     that needs a run), the hits below `depth` after them; keep `hits`.
 
-    `interpolate` None is the validated default (params.LATE_WEIGHT), 0.0 MaxSim alone; `fusion` None
-    the validated default (params.LATE_FUSION: "interpolate", min-max, or "rrf", reciprocal-rank fusion
-    with constant `rrf_k`, which ignores `interpolate`). `precision`
-    (default `auto`) is how queries and on-the-fly documents are encoded here.
+    `interpolate`, `depth` and `fusion` None are the validated defaults for the kind of first stage
+    (params.LATE_DEFAULTS[first_stage]; `first_stage` None: "bm25" until a Pipeline puts the stage after
+    a fused one, then "hybrid"); 0.0 is MaxSim alone. `fusion` is "interpolate" (min-max) or "rrf"
+    (reciprocal-rank fusion with constant `rrf_k`); a given `interpolate` means interpolation and a
+    given `rrf_k` RRF unless `fusion` says otherwise (then refused). `precision` (default `auto`) is how
+    queries and on-the-fly documents are encoded here.
     """
 
     def __init__(self, index: AnyIndex | str | Path | None = None,
                  model: LateModel | str | Path | None = None, *, interpolate: float | None = None,
                  depth: int | None = None, hits: int | None = None, use_store: bool | None = None,
                  threads: int | None = None, precision: str | None = None, filter: object = None,
-                 fusion: str | None = None, rrf_k: int | None = None):
+                 fusion: str | None = None, rrf_k: int | None = None, first_stage: str | None = None):
         from retrieval.index.filters import as_filter
         from retrieval.index.kinds import open_index
         from retrieval.late.store import PART, LateStore
 
         params.check(depth=depth, hits=hits, interpolate=interpolate, threads=threads, fusion=fusion,
-                     rrf_k=rrf_k)
+                     rrf_k=rrf_k, first_stage=first_stage)
         self.index = None if index is None else open_index(index)
         self.filter = as_filter(filter)
         if self.filter is not None and (self.index is None or self.index.kind != "native"):
             raise InputError("a filtered reranker needs a single native index (its documents' metadata)")
         self.model = _as_model(model, threads, precision)
-        self.interpolate = params.LATE_WEIGHT if interpolate is None else interpolate
-        self.fusion = params.LATE_FUSION if fusion is None else fusion
-        self.rrf_k = params.default("rrf_k") if rrf_k is None else rrf_k
+        self.given = {"interpolate": interpolate, "depth": depth, "fusion": fusion, "rrf_k": rrf_k,
+                      "first_stage": first_stage}
+        self._settle(first_stage or "bm25")
         self.hits = hits
-        self.depth = depth or params.RERANK_DEPTH
         self.store = None
         self.projects_store = False  # the store is zero-shot: this model's projection maps it to its own
         if self.index is not None and self.index.has(PART) and use_store is not False:
@@ -118,10 +124,40 @@ class LateReranker(Stage):
             raise InputError("no late store in this index; build it with `retrieval index --late`",
                              None if self.index is None else self.index.path)
 
+    def _settle(self, kind: str) -> None:
+        """The settings in effect: those given, the rest the validated defaults of first stage `kind`."""
+        given, defaults = self.given, params.LATE_DEFAULTS[kind]
+        fusion = given["fusion"]
+        if fusion is None:  # a given weight means interpolation, a given RRF constant RRF
+            fusion = ("interpolate" if given["interpolate"] is not None else
+                      "rrf" if given["rrf_k"] is not None else defaults["fusion"])
+        if fusion == "rrf" and given["interpolate"] is not None:
+            raise InputError("late: interpolate applies only with fusion interpolate")
+        if fusion == "interpolate" and given["rrf_k"] is not None:
+            raise InputError("late: rrf_k applies only with fusion rrf")
+        self.first_stage, self.fusion = kind, fusion
+        self.interpolate = defaults["interpolate"] if given["interpolate"] is None else given["interpolate"]
+        self.depth = given["depth"] or defaults["depth"]
+        self.rrf_k = params.default("rrf_k") if given["rrf_k"] is None else given["rrf_k"]
+
+    def following(self, previous: object) -> LateReranker:
+        """This stage as it runs after `previous` in a pipeline: with the defaults of a `hybrid` first
+        stage when `previous` is fused (its class sets `fused`, as fusion.Interpolate and RRF do), of
+        `bm25` otherwise; itself when `first_stage` was given or nothing changes, else a copy (the model
+        and store shared), so one stage can follow different first stages in different pipelines."""
+        kind = "hybrid" if getattr(previous, "fused", False) else "bm25"
+        if self.given["first_stage"] is not None or kind == self.first_stage:
+            return self
+        other = copy.copy(self)
+        other._settle(kind)
+        return other
+
     def settings(self) -> dict[str, object]:
         """As every stage's, but only the fusion's own settings: the weight when interpolating (the
-        default, not named), the fusion and its constant when fusing by reciprocal rank."""
+        default, not named), the fusion and its constant when fusing by reciprocal rank; the first
+        stage's kind only as the values it sets."""
         shown = super().settings()
+        shown.pop("first_stage", None)
         if self.fusion == "rrf":
             shown.pop("interpolate", None)
         else:

@@ -125,6 +125,8 @@ def interpolate(run_a: Run, run_b: Run, weight: float = 0.5, depth: int | None =
 class RRF(Stage):
     """A stage fusing the Runs of several stages by reciprocal rank."""
 
+    fused = True  # a fused first stage: a late reranker after it takes the hybrid defaults
+
     def __init__(self, *stages: Stage, rrf_k: int = RRF_K, depth: int | None = None,
                  hits: int | None = None):
         if len(stages) < 2:
@@ -139,6 +141,8 @@ class RRF(Stage):
 
 class Interpolate(Stage):
     """A stage: weight * normalised first + (1 - weight) * normalised second."""
+
+    fused = True  # a fused first stage: a late reranker after it takes the hybrid defaults
 
     def __init__(self, first: Stage, second: Stage, weight: float = 0.5,
                  depth: int | None = None, hits: int | None = None):

@@ -89,13 +89,23 @@ def _counter(name: str, default: int | None, help: str, keyed: bool = True) -> P
 
 
 PRECISIONS = (precisions.AUTO, *precisions.ENCODER_PRECISIONS)
-# The late-interaction reranker's defaults (registry and LateReranker): it reranks a run's top RERANK_DEPTH
-# and fuses W * minmax(first stage) + (1 - W) * minmax(MaxSim), W = LATE_WEIGHT; the hits below the depth
-# follow in their order. Both chosen by validation on the bundled judged collections other than SciFact
-# test (eval/bench_neural.py; eval/results/neural.md, docs/design/late-interaction.md).
-RERANK_DEPTH = 100
-LATE_WEIGHT = 0.3
-LATE_FUSION = "interpolate"  # or "rrf" (reciprocal-rank fusion of the two rankings; LATE_WEIGHT unused)
+# The late-interaction reranker's defaults (registry and LateReranker), per kind of first stage: it reranks
+# a run's top `depth` and fuses W * minmax(first stage) + (1 - W) * minmax(MaxSim), W = `interpolate`
+# (fusion "interpolate"; "rrf": reciprocal-rank fusion of the two rankings, W unused); the hits below the
+# depth follow in their order. "hybrid" applies after a fused first stage (BM25 + dense, `hybrid`: any
+# stage whose class sets `fused`), "bm25" after any other stage or a run file. Each chosen on validation
+# with the shipped checkpoint, on the bundled judged collections' held-out topics, never SciFact test
+# (eval/bench_neural.py, its 2026-11-28 run with per-stage choices: validation objective 0.5131 for bm25
+# against BM25's 0.4409, 0.5252 for hybrid against the hybrid's 0.5073; eval/results/neural.md,
+# docs/design/late-interaction.md).
+LATE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "bm25": {"fusion": "interpolate", "interpolate": 0.1, "depth": 100},
+    "hybrid": {"fusion": "interpolate", "interpolate": 0.2, "depth": 20},
+}
+FIRST_STAGES = tuple(LATE_DEFAULTS)
+RERANK_DEPTH = LATE_DEFAULTS["bm25"]["depth"]
+LATE_WEIGHT = LATE_DEFAULTS["bm25"]["interpolate"]
+LATE_FUSION = LATE_DEFAULTS["bm25"]["fusion"]
 
 PARAMS: dict[str, Param] = {p.name: p for p in (
     _counter("hits", 1000, "results per query"),
@@ -143,7 +153,10 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
           "committed checkpoint); features: the late feature's, the same; ltr: the trained model's"
           " directory", path=True),
     _weight("interpolate", LATE_WEIGHT, "score = W * minmax(first stage) + (1 - W) * minmax(MaxSim) "
-            "over the top `depth` (0: MaxSim only; default chosen on validation)"),
+            "over the top `depth` (0: MaxSim only; default chosen on validation per first stage)"),
+    Param("first_stage", str, None, "late: the kind of first stage whose validated defaults (interpolate,"
+          " depth, fusion) apply (default: hybrid after a fused stage in a pipeline, else bm25)",
+          choices=FIRST_STAGES),
     _counter("passages", 5, "passages read per question"),
     _real("temperature", 0.05, "p(z|x) softmax temperature", _above(0.0), "a finite number > 0"),
     _real("bm25_weight", 0.0, "passage score = cos + W * BM25", _at_least(0.0), "a finite number >= 0"),

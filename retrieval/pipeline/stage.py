@@ -15,7 +15,9 @@ adds the two stages' scores per document, `w * s` multiplies a stage's scores
 by a number, `a | b` is the union of the documents both rank. A Pipeline is
 itself a stage, so pipelines nest. `pipe(f)` wraps a plain callable with the
 stage signature so it composes too. A stage's repr shows its settings and a
-pipeline's its stages (`BM25(k1=0.9, b=0.4) % 100 >> LateReranker(interpolate=0.3, depth=100)`).
+pipeline's its stages (`BM25(k1=0.9, b=0.4) % 100 >> LateReranker(interpolate=0.1, depth=100)`). A
+stage with a `following(previous)` method is replaced, in a pipeline, by what it returns for the stage
+before it (cuts skipped): the late reranker takes the defaults validated for that kind of first stage.
 
 Queries without text, one policy for every stage: a stage given a run works
 only on queries it has the text of, and a run naming a query that `queries`
@@ -184,6 +186,11 @@ class Pipeline(Stage):
                 raise InputError(f"{stage!r} is a PyTerrier transformer; wrap it for our pipelines with"
                                  " retrieval.pipeline.pyterrier.from_pyterrier(...)")
             flat.extend(stage.stages if isinstance(stage, Pipeline) else [stage])
+        previous = None  # a stage with `following` (the late reranker) settles its defaults by the one before
+        for i, stage in enumerate(flat):
+            if previous is not None and callable(getattr(stage, "following", None)):
+                flat[i] = stage.following(previous)
+            previous = previous if isinstance(stage, Cut) else flat[i]
         self.stages: tuple[Stage | Callable, ...] = tuple(flat)
 
     def __call__(self, queries: Queries, run: Run | None = None) -> Run:
