@@ -43,6 +43,7 @@ class FinetuneConfig:
     query_length: int = 32
     doc_length: int = 128  # documents cut to 128 word pieces while training (CPU time); encoding keeps 256
     seed: int = 13
+    bf16: bool = True  # bf16 autocast on CPU (weights and optimiser stay fp32)
 
 
 Triple = tuple[str, str, str | None]  # (query, positive passage, hard negative passage or None)
@@ -69,7 +70,7 @@ def batch_loss(model: torch.nn.Module, tokenizer: Any, batch: Sequence[Triple],
 
 def finetune(triples: Sequence[Triple], output: str | Path, model: str | Path | None = None,
              cfg: FinetuneConfig = FinetuneConfig(), threads: int = 1,
-             extra_info: dict[str, Any] | None = None) -> dict[str, Any]:
+             extra_info: dict[str, Any] | None = None, progress: bool = False) -> dict[str, Any]:
     """Fine-tune `model` (default: the bundled all-MiniLM-L6-v2) on `triples` and write it to `output`;
     returns the training record (also `output`/training.json)."""
     from transformers import AutoModel, AutoTokenizer
@@ -92,11 +93,14 @@ def finetune(triples: Sequence[Triple], output: str | Path, model: str | Path | 
             batch = order[i:i + cfg.batch_size]
             if len(batch) < 2:  # a lone query has no in-batch negative
                 continue
-            loss = batch_loss(net, tokenizer, batch, cfg)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+                loss = batch_loss(net, tokenizer, batch, cfg)
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
             losses.append(round(float(loss.detach()), 5))
+            if progress:
+                print(f"step {len(losses)}: loss {losses[-1]:.4f} ({time.time() - start:.0f}s)", flush=True)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     net.eval()
