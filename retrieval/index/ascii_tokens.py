@@ -28,7 +28,7 @@ every text of a corpus beyond ASCII).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from numba import njit
@@ -160,9 +160,14 @@ class AsciiTokenTable:
     dtype: type = np.uint8  # of a token's units in the table
     encoding = "ascii"
 
-    def __init__(self, term_of: Callable[[str], str], vocabulary: dict[str, int]) -> None:
+    def __init__(self, term_of: Callable[[str], str], vocabulary: dict[str, int],
+                 token_ids: Mapping[str, int] | None = None) -> None:
+        """`token_ids` (token -> term id, analysing a token it has not met: the builder's), when
+        given, numbers a new token instead of `term_of` and `vocabulary`, so that a token met by
+        another table or by the builder's own tokenizer is not analysed again."""
         self.term_of = term_of
         self.vocabulary = vocabulary
+        self.token_ids = token_ids
         self.slots = np.full(1 << 16, -1, np.int64)
         self.key_start = np.zeros(1 << 15, np.int64)
         self.key_hash = np.zeros(1 << 15, np.uint64)
@@ -213,9 +218,14 @@ class AsciiTokenTable:
         if after > before:  # new tokens: analysed once each
             bounds = self.key_start[before:after + 1].tolist()
             text = self.arena[bounds[0]:bounds[-1]].tobytes().decode(self.encoding)
-            first, term_of, vocabulary = bounds[0], self.term_of, self.vocabulary
-            names = [term_of(text[a - first:b - first]) for a, b in zip(bounds, bounds[1:])]
-            self.term[before:after] = [vocabulary[name] if name else -1 for name in names]
+            first = bounds[0]
+            tokens = [text[a - first:b - first] for a, b in zip(bounds, bounds[1:])]
+            if self.token_ids is not None:
+                self.term[before:after] = list(map(self.token_ids.__getitem__, tokens))
+            else:
+                term_of, vocabulary = self.term_of, self.vocabulary
+                names = list(map(term_of, tokens))
+                self.term[before:after] = [vocabulary[name] if name else -1 for name in names]
         return self.term[self._out[:count]].tobytes()
 
 
@@ -225,8 +235,9 @@ class UnicodeTokenTable(AsciiTokenTable):
     dtype = np.uint32
     encoding = "utf-32-le"
 
-    def __init__(self, term_of: Callable[[str], str], vocabulary: dict[str, int]) -> None:
-        super().__init__(term_of, vocabulary)
+    def __init__(self, term_of: Callable[[str], str], vocabulary: dict[str, int],
+                 token_ids: Mapping[str, int] | None = None) -> None:
+        super().__init__(term_of, vocabulary, token_ids)
         self.stand_ins = np.full(0x110000, 255, np.uint8)  # code point -> stand-in, 255: not met yet
         self.stand_ins[:128] = np.arange(128)  # ASCII is its own stand-in
         self._view = np.zeros(1 << 12, np.uint8)

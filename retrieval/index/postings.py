@@ -154,8 +154,8 @@ class InvertedIndexBuilder:
                  term_of: Callable[[str], str] | None = None) -> None:
         self.vocab: dict[str, int] = _Vocabulary()
         self.token_ids = _TokenIds(term_of or _no_analyzer, self.vocab)
-        self.ascii = AsciiTokenTable(term_of or _no_analyzer, self.vocab)
-        self.unicode = UnicodeTokenTable(term_of or _no_analyzer, self.vocab)
+        self.ascii = AsciiTokenTable(term_of or _no_analyzer, self.vocab, self.token_ids)
+        self.unicode = UnicodeTokenTable(term_of or _no_analyzer, self.vocab, self.token_ids)
         self.lengths = array("i")  # terms per document of the spilled runs
         self.spill_dir = spill_dir
         self.run_postings = run_postings
