@@ -1,4 +1,4 @@
-"""Check: the build's compiled path beyond ASCII (UnicodeTokenTable) finds `words`' tokens on every text of a corpus.
+"""Check: the build's compiled path beyond ASCII finds `words`' tokens on every text of a corpus.
 
     python eval/check_unicode_tokens.py --corpus /work/data/wiki/corpus.jsonl [--out FILE]
 
@@ -37,13 +37,15 @@ def main() -> None:
     from retrieval.word_breaks import words
 
     vocabulary: dict[str, int] = {}
+    names: list[str] = []  # term id -> token
 
     def number(token: str) -> str:
-        vocabulary.setdefault(token, len(vocabulary))
+        if token not in vocabulary:
+            vocabulary[token] = len(names)
+            names.append(token)
         return token
 
     table = UnicodeTokenTable(number, vocabulary)
-    names: list[str] = []
     documents = beyond = compiled = tokens = 0
     differ: list[str] = []
     with open(a.corpus, encoding="utf-8") as f:
@@ -59,8 +61,6 @@ def main() -> None:
             if ids is None:
                 continue
             compiled += 1
-            if len(names) < len(vocabulary):
-                names = sorted(vocabulary, key=vocabulary.__getitem__)
             got = [names[i] for i in np.frombuffer(ids, np.int32).tolist()]
             expected = words(text)
             tokens += len(expected)
@@ -71,7 +71,8 @@ def main() -> None:
         f"{documents:,} documents of `{a.corpus.name}` (title and text, as the index reads them);"
         f" {beyond:,} texts beyond ASCII.",
         "",
-        "| texts beyond ASCII | taken by UnicodeTokenTable | their tokens | left to `words` | texts whose tokens differ |",
+        "| texts beyond ASCII | taken by UnicodeTokenTable | their tokens | left to `words` |"
+        " texts whose tokens differ |",
         "|---:|---:|---:|---:|---:|",
         f"| {beyond:,} | {compiled:,} | {tokens:,} | {beyond - compiled:,} | {len(differ):,} |",
     ]
