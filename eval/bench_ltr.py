@@ -40,7 +40,16 @@ the grid (0 or 1) like every other setting. `gain` is lambdarank's label gain
 `rank` normalisation replaces each document feature by its rank among the
 query's candidates (retrieval/ltr/train.py, model.py). The first stage's score
 and rank (`first_score`, `first_rank`) are the hybrid's fused score and rank.
-X's judgements are never seen. nDCG@10 and MAP, each system against the
+X's judgements are never seen.
+
+`--protocol transfer` (issue 52b) adds two things aimed at transfer to an unseen
+collection, fixed before any of its test figures were computed: the linear
+model's L2 grid extends past its former edge (1e4, 1e5), and the hybrid itself is a
+candidate of every choice: a learned ranker is used only when its chosen
+setting's mean validation nDCG@10 (the same nested folds) is strictly above the
+hybrid's own on the same validation queries; otherwise its row is the hybrid's
+ranking (a fallback, shown in the settings table). The default protocol
+(`nested`) is the earlier one, unchanged. nDCG@10 and MAP, each system against the
 hybrid by paired t-test and Wilcoxon (Holm over the systems of a table), per
 collection and over the pooled queries of the four.
 """
@@ -82,6 +91,15 @@ GRIDS = {  # nested-validated; few leaves, many rows per leaf: strong regularisa
 }
 LABELS = {"lambdamart": "LTR LambdaMART", "linear": "LTR linear", "coordascent": "LTR coord. ascent"}
 ZERO_SHOT = "zero-shot"
+PROTOCOLS = ("nested", "transfer")
+TRANSFER_L2 = (0.1, 10.0, 1000.0, 1e4, 1e5)  # --protocol transfer: past the former edge (1000)
+
+
+def grids_for(protocol: str) -> dict:
+    """The grids of a protocol: `transfer` extends the linear model's L2 past 1000."""
+    if protocol == "transfer":
+        return GRIDS | {"linear": GRIDS["linear"] | {"l2": TRANSFER_L2}}
+    return GRIDS
 
 
 def index_for(name: str, root: Path):
@@ -147,10 +165,11 @@ def inner_folds(data: dict, train: list[str]):
     yield f"{train[0]} (every 5th query)", [(subset(run, fitting), qrels)], [(subset(run, held), qrels)]
 
 
-def nested_choice(kind: str, names, data: dict, train: list[str]) -> tuple[dict, float, int | None, list]:
+def nested_choice(kind: str, names, data: dict, train: list[str],
+                  grids: dict | None = None) -> tuple[dict, float, int | None, list]:
     """The setting with the best mean validation nDCG@10 over the inner folds of `train`."""
     tried = []
-    for settings in settings_grid(kind, GRIDS[kind]):
+    for settings in settings_grid(kind, (grids or GRIDS)[kind]):
         values, trees = {}, []
         for held, inner, valid in inner_folds(data, train):
             model = fit(kind, settings, names, [r for r, _ in inner], [q for _, q in inner],
@@ -206,16 +225,23 @@ def parse_loo(items: list[str]) -> dict[str, str]:
     return out
 
 
-def choose(folds, loo: dict[str, str], path: Path | None, collections: list[str], kinds: list[str]) -> dict:
+def choose(folds, loo: dict[str, str], path: Path | None, collections: list[str], kinds: list[str],
+           protocol: str = "nested") -> dict:
     """Every (test collection, learned ranker)'s nested-validated setting, read from `path` when it
-    holds them for these grids, else chosen and written there (before any test figure)."""
-    grids = json.loads(json.dumps({k: GRIDS[k] for k in kinds}))
+    holds them for these grids, else chosen and written there (before any test figure). Under the
+    `transfer` protocol each choice also records the hybrid's validation figure on the same queries and
+    `fallback` (true when the learned ranker does not beat it)."""
+    table = grids_for(protocol)
+    grids = json.loads(json.dumps({k: table[k] for k in kinds}))
     choices = json.loads(path.read_text()) if path is not None and path.is_file() else {}
     if choices and (choices.get("collections") != collections
+                    or choices.get("protocol", "nested") != protocol
                     or any(choices.get("grids", {}).get(k, grids[k]) != grids[k] for k in kinds)):
-        raise SystemExit(f"bench_ltr: {path} holds choices for other grids or collections; remove it to"
-                         " choose again")
+        raise SystemExit(f"bench_ltr: {path} holds choices for another protocol, other grids or"
+                         " collections; remove it to choose again")
     choices |= {"grids": choices.get("grids", {}) | grids, "collections": collections}
+    if protocol != "nested":
+        choices["protocol"] = protocol
     for name in collections:
         checkpoint = loo.get(name, ZERO_SHOT)
         data, _ = folds(checkpoint)
@@ -223,16 +249,26 @@ def choose(folds, loo: dict[str, str], path: Path | None, collections: list[str]
         train = [c for c in collections if c != name]
         for kind in kinds:
             key = f"{name} {kind}"
-            if key in choices:
+            if key not in choices:
+                settings, value, trees, tried = nested_choice(kind, names, data, train, table)
+                ranked = sorted(tried, key=lambda t: -t[0])
+                choices[key] = {"late": Path(checkpoint).name, "settings": settings, "trees": trees,
+                                "validation": value, "per_held_out": ranked[0][3],
+                                "runner_up": ranked[1][0] if len(ranked) > 1 else None,
+                                "tried": [{"settings": t[1], "validation": t[0], "trees": t[2]}
+                                          for t in tried]}
+                shown = ", ".join(f"{k}={v}" for k, v in settings.items())
+                shown += f", trees={trees}" if trees else ""
+                print(f"{name} {kind}: {shown} ({value:.4f})", file=sys.stderr, flush=True)
+            elif protocol == "nested" or "fallback" in choices[key]:
                 continue
-            settings, value, trees, tried = nested_choice(kind, names, data, train)
-            ranked = sorted(tried, key=lambda t: -t[0])
-            choices[key] = {"late": Path(checkpoint).name, "settings": settings, "trees": trees,
-                            "validation": value, "per_held_out": ranked[0][3],
-                            "runner_up": ranked[1][0] if len(ranked) > 1 else None,
-                            "tried": [{"settings": t[1], "validation": t[0], "trees": t[2]} for t in tried]}
-            shown = ", ".join(f"{k}={v}" for k, v in settings.items()) + (f", trees={trees}" if trees else "")
-            print(f"{name} {kind}: {shown} ({value:.4f})", file=sys.stderr, flush=True)
+            if protocol == "transfer":
+                first, first_held = first_stage_validation(data, train)
+                choices[key] |= {"hybrid_validation": first, "hybrid_per_held_out": first_held,
+                                 "fallback": not choices[key]["validation"] > first}
+                print(f"{name} {kind}: hybrid on the same validation queries {first:.4f}"
+                      f" -> {'fallback to the hybrid' if choices[key]['fallback'] else 'learned ranker'}",
+                      file=sys.stderr, flush=True)
             if path is not None:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = path.with_suffix(".tmp")
@@ -253,6 +289,9 @@ def settings_table(choices: dict, importances: dict, collections: list[str], kin
             c = choices[f"{name} {kind}"]
             shown = ", ".join(f"{k}={v}" for k, v in c["settings"].items())
             shown += f", trees={c['trees']}" if c["trees"] else ""
+            if "fallback" in c:
+                shown += ("; not above the hybrid on validation: FALLBACK, the row is the hybrid's ranking"
+                          if c["fallback"] else "; above the hybrid on validation: used")
             held = " / ".join(f"{h} {v:.4f}" for h, v in c["per_held_out"].items())
             top = sorted(importances[name, kind].items(), key=lambda kv: -kv[1])[:5]
             lines.append(f"| {name} | {LABELS[kind]} | {c['late']} | {shown} | {c['validation']:.4f}"
@@ -277,6 +316,9 @@ def main() -> None:
     ap.add_argument("--choose-only", action="store_true", help="choose the settings, write them, stop")
     ap.add_argument("--kinds", nargs="+", default=list(GRIDS), choices=list(GRIDS),
                     help="the learned rankers (default all three)")
+    ap.add_argument("--protocol", choices=PROTOCOLS, default="nested",
+                    help="nested (default): nested leave-one-collection-out choice; transfer: also the"
+                    " hybrid itself as a candidate (fallback) and the linear L2 grid extended to 1e5")
     ap.add_argument("--late-loo", action="append", default=[], metavar="NAME=CHECKPOINT",
                     help="for held-out collection NAME, the late feature from a checkpoint trained without"
                     " it (default: zero-shot MaxSim for every collection)")
@@ -294,7 +336,8 @@ def main() -> None:
         return computed[checkpoint]
 
     kinds = [k for k in GRIDS if k in args.kinds]
-    choices = choose(folds, loo, args.choices, collections, kinds)
+    grids = grids_for(args.protocol)
+    choices = choose(folds, loo, args.choices, collections, kinds, args.protocol)
     if args.choose_only:
         return
     _, test = folds(ZERO_SHOT)
@@ -320,7 +363,8 @@ def main() -> None:
                         [data[t][1] for t in train], trees=c["trees"])
             if args.models is not None:
                 model.save(args.models / f"{kind}-without-{name}")
-            runs[name][LABELS[kind]] = with_tail(model.rerank(fold_test[name][3]), first)
+            runs[name][LABELS[kind]] = (first if c.get("fallback")
+                                        else with_tail(model.rerank(fold_test[name][3]), first))
             importances[name, kind] = model.importances()
 
     out = ["# Learning to rank: leave-one-collection-out against the hybrid\n",
@@ -353,8 +397,13 @@ def main() -> None:
             " hybrid's own nDCG@10 on the same validation queries (its ranking of the same candidates), and"
             " the final model's five most important features (LightGBM gain share;"
             " linear models: |weight| share over normalised features). Grids: "
-            + "; ".join(f"{k}: " + ", ".join(f"{p} {list(v)}" for p, v in GRIDS[k].items())
+            + "; ".join(f"{k}: " + ", ".join(f"{p} {list(v)}" for p, v in grids[k].items())
                         for k in kinds)
+            + (". Protocol `transfer`: the hybrid itself is a candidate of every choice; a learned ranker"
+               " whose chosen setting's mean validation nDCG@10 is not strictly above the hybrid's"
+               " on the same validation queries falls back to the hybrid's ranking"
+               " (its test row is then the hybrid's)"
+               if args.protocol == "transfer" else "")
             + ". LightGBM: L2 1.0, up to 300 trees, early stopping after 30 on the held-out collection's"
             " nDCG@10. Coordinate ascent: RankLib's, first restart from the hybrid's score alone"
             " (retrieval/ltr/coordinate.py).\n",

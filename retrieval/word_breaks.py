@@ -191,6 +191,12 @@ class _StandIns(dict):
 
 _TABLE = _StandIns()
 
+
+def stand_in_code(code: int) -> int:
+    """The code of the ASCII stand-in of code point `code` in the view `words` tokenizes beyond
+    ASCII (0 for a character that needs the full grammar)."""
+    return ord(_TABLE[code])
+
 # Fastest beyond ASCII: Python's own Unicode classes, for text whose every character beyond ASCII
 # is one those classes put where the grammar does (Latin, Greek, Cyrillic letters and digits,
 # dashes, degree signs...; not ², ½ or ‘, which \w and the grammar see differently).

@@ -6,7 +6,7 @@ import random
 import numpy as np
 
 from retrieval.analysis import Analyzer
-from retrieval.index.ascii_tokens import AsciiTokenTable, _tokens
+from retrieval.index.ascii_tokens import AsciiTokenTable, UnicodeTokenTable, _tokens
 from retrieval.index.postings import InvertedIndexBuilder, _Vocabulary
 from retrieval.word_breaks import ASCII_WORD, MAX_TOKEN_UNITS, words
 
@@ -51,10 +51,37 @@ def test_term_ids_are_the_python_paths():
         assert got == [vocabulary[t] if t else -1 for t in terms]
 
 
+# Beyond ASCII: letters, digits, joiners of either class (’ · ‘ ٫), connectors, separators, and
+# characters that need the full grammar (Han, katakana, marks, emoji, Hebrew) or whose classes \w sees
+# otherwise (² ½).
+UNICODE = "aZ09_.':,; -éΩЖß’·‘٫‿–—“”°×²½漢カ\u0301\u200d😀א\u00a0\x00"
+
+
+def test_unicode_term_ids_are_the_python_paths():
+    analyzer = Analyzer()
+    rng = random.Random(11)
+    texts = ["".join(rng.choice(UNICODE) for _ in range(rng.randint(1, 40))) for _ in range(20_000)]
+    texts += ["café naïve Ωmega’s 1٫5 don’t a·b 3–4 ½ x²", "é" * 127, "é" * 128, "\ud800 a", "é " + "b" * 300]
+    table = UnicodeTokenTable(analyzer.analyse_token, vocabulary := _Vocabulary())
+    table._room(1)
+    taken = 0
+    for text in texts:  # small arrays at first: every growth and rehash is met
+        ids = table.term_ids(text)
+        if ids is None:
+            continue
+        taken += 1
+        terms = [analyzer.analyse_token(t) for t in words(text)]
+        assert np.frombuffer(ids, np.int32).tolist() == [vocabulary[t] if t else -1 for t in terms], text
+    assert 1000 < taken < len(texts)  # some texts are left to the tokenizer's full grammar
+    assert table.term_ids("é" * 128) is None and table.term_ids("\ud800 a") is None
+    assert table.term_ids("漢字") is None and table.term_ids("a\x00b") is None
+
+
 def test_index_through_text_equals_index_through_tokens(tmp_path):
     analyzer = Analyzer()
     rng = random.Random(5)
-    pool = ["alpha", "Beta", "gamma's", "café", "naïve", "1,000", "the", "DELTA", "Ωmega", "e.g", "x_y"]
+    pool = ["alpha", "Beta", "gamma's", "café", "naïve", "1,000", "the", "DELTA", "Ωmega", "e.g", "x_y",
+            "Ωmega’s", "漢字", "–", "ÉTÉ"]
     texts = [" ".join(rng.choice(pool) for _ in range(rng.randint(1, 30))) for _ in range(300)]
     built = []
     for name, add in (("text", lambda b, t: b.add_text(t, analyzer.tokens)),

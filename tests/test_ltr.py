@@ -237,3 +237,45 @@ def test_top_ten_order_equals_the_stable_sort_with_ties():
         scores = rng.integers(0, 4, size=(8, 25)).astype(float)
         scores[rng.random(scores.shape) < 0.3] = -np.inf
         assert np.array_equal(_top_order(scores, 10), np.argsort(-scores, axis=1, kind="stable")[:, :10])
+
+
+def _synthetic_collection(seed: int, first_is_right: bool) -> tuple[FeatureRun, Qrels]:
+    """20 queries of 12 candidates, 2 relevant each; `signal` finds them; the first stage's score
+    (its ranking) finds them too when `first_is_right`, else is noise."""
+    rng = np.random.default_rng(seed)
+    rankings, features, qrels = {}, {}, {}
+    for i in range(20):
+        ids = [f"d{j}" for j in range(12)]
+        relevant = rng.choice(12, size=2, replace=False)
+        signal = rng.random(12) + np.isin(np.arange(12), relevant) * 2.0
+        first = signal + rng.random(12) * 0.1 if first_is_right else rng.random(12)
+        order = np.argsort(-first, kind="stable")
+        rankings[f"q{i}"] = [(ids[j], float(first[j])) for j in order]
+        features[f"q{i}"] = (ids, np.column_stack([first, signal, rng.random(12)]))
+        qrels[f"q{i}"] = {ids[j]: 1 for j in relevant}
+    return FeatureRun(rankings, features, ["first_score", "signal", "noise"]), Qrels(qrels)
+
+
+@pytest.mark.parametrize("first_is_right", [True, False])
+def test_transfer_protocol_falls_back_to_the_first_stage_unless_validation_beats_it(first_is_right, tmp_path):
+    """bench_ltr's `transfer` protocol: the linear grid reaches 1e5, and a learned ranker not strictly above
+    the first stage on nested validation is replaced by it (a perfect first stage cannot be beaten)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "eval"))
+    import bench_ltr
+
+    assert bench_ltr.grids_for("transfer")["linear"]["l2"][-2:] == (1e4, 1e5)
+    assert bench_ltr.grids_for("nested") == bench_ltr.GRIDS
+    names = ["cacm", "cranfield", "vaswani"]
+    data = {n: _synthetic_collection(seed, first_is_right) for seed, n in enumerate(names)}
+    path = tmp_path / "choices.json"
+    choices = bench_ltr.choose(lambda checkpoint: (data, {}), {}, path, names, ["linear"], "transfer")
+    for n in names:
+        c = choices[f"{n} linear"]
+        assert c["fallback"] is first_is_right
+        assert (c["validation"] > c["hybrid_validation"]) is not first_is_right
+    assert json.loads(path.read_text())["protocol"] == "transfer"
+    with pytest.raises(SystemExit, match="another protocol"):
+        bench_ltr.choose(lambda checkpoint: (data, {}), {}, path, names, ["linear"], "nested")

@@ -1,4 +1,4 @@
-"""Term ids of ASCII text in one compiled pass: tokenizing and looking each token up together.
+"""Term ids of a text in one compiled pass: tokenizing and looking each token up together.
 
 A build spends most of its time per token: the tokenizer's regular expression
 makes a string of each token, and a dictionary maps it to its term id. For a
@@ -12,19 +12,28 @@ once (`term_of`, e.g. Analyzer.analyse_token) when the text is done. A text
 with a token longer than 255 characters (Lucene's scanner cuts it) is left to
 the caller's tokenizer: `term_ids` gives None.
 
+`UnicodeTokenTable` does the same for a text beyond ASCII, on its code points:
+each character is first translated to the ASCII stand-in of its word-break
+class (`word_breaks.stand_in_code`, the "view" `word_breaks.words` runs
+ASCII_WORD on), the tokens are found on that view and looked up by their code
+points. A text with a character that needs the full grammar (the NUL stand-in),
+or a token longer than 127 characters, is left to the caller's tokenizer, as
+`words` leaves it to its full grammar.
+
 The term ids are those `term_of` of each token of `word_breaks.words(text)`
 gives (tests/test_ascii_tokens.py compares the tokens with the regular
-expression's on generated text).
+expression's on generated text; eval/check_unicode_tokens.py with `words` on
+every text of a corpus beyond ASCII).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from numba import njit
 
-from retrieval.word_breaks import MAX_TOKEN_UNITS
+from retrieval.word_breaks import MAX_TOKEN_UNITS, stand_in_code
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -130,16 +139,39 @@ def _rehash(slots, key_hash, entries):
         slots[s] = e
 
 
+@njit(nogil=True, cache=True)
+def _stand_ins(codes, table, view):
+    """view[i] = table[codes[i]] (the stand-in of each code point); (how many have none yet (255),
+    whether one needs the full grammar (0))."""
+    missing, full = 0, False
+    for i in range(len(codes)):
+        c = table[codes[i]]
+        view[i] = c
+        if c == 255:
+            missing += 1
+        elif c == 0:
+            full = True
+    return missing, full
+
+
 class AsciiTokenTable:
     """Token bytes -> entry, entry -> term id (-1 for none: a stopword), for ASCII texts."""
 
-    def __init__(self, term_of: Callable[[str], str], vocabulary: dict[str, int]) -> None:
+    dtype: type = np.uint8  # of a token's units in the table
+    encoding = "ascii"
+
+    def __init__(self, term_of: Callable[[str], str], vocabulary: dict[str, int],
+                 token_ids: Mapping[str, int] | None = None) -> None:
+        """`token_ids` (token -> term id, analysing a token it has not met: the builder's), when
+        given, numbers a new token instead of `term_of` and `vocabulary`, so that a token met by
+        another table or by the builder's own tokenizer is not analysed again."""
         self.term_of = term_of
         self.vocabulary = vocabulary
+        self.token_ids = token_ids
         self.slots = np.full(1 << 16, -1, np.int64)
         self.key_start = np.zeros(1 << 15, np.int64)
         self.key_hash = np.zeros(1 << 15, np.uint64)
-        self.arena = np.zeros(1 << 18, np.uint8)
+        self.arena = np.zeros(1 << 18, self.dtype)
         self.state = np.zeros(2, np.int64)  # entries, arena bytes used
         self.term = np.zeros(1 << 15, np.int32)  # entry -> term id
         self._starts = np.zeros(1 << 12, np.int64)
@@ -170,8 +202,13 @@ class AsciiTokenTable:
         """The term ids (int32, native order, as bytes) of the tokens of an ASCII `text`, -1 for a
         token without a term; None when a token is longer than 255 characters."""
         data = np.frombuffer(text.encode("ascii"), np.uint8)
+        return self._term_ids(data, data, MAX_TOKEN_UNITS)
+
+    def _term_ids(self, view: np.ndarray, data: np.ndarray, longest: int) -> bytes | None:
+        """The term ids of the tokens ASCII_WORD finds in `view` (uint8), looked up by their units in
+        `data`; None when one is longer than `longest`."""
         self._room(len(data))
-        count = _tokens(data, MAX_TOKEN_UNITS, self._starts, self._ends)
+        count = _tokens(view, longest, self._starts, self._ends)
         if count < 0:
             return None
         before = int(self.state[0])
@@ -180,8 +217,46 @@ class AsciiTokenTable:
         after = int(self.state[0])
         if after > before:  # new tokens: analysed once each
             bounds = self.key_start[before:after + 1].tolist()
-            text = self.arena[bounds[0]:bounds[-1]].tobytes().decode("ascii")
-            first, term_of, vocabulary = bounds[0], self.term_of, self.vocabulary
-            names = [term_of(text[a - first:b - first]) for a, b in zip(bounds, bounds[1:])]
-            self.term[before:after] = [vocabulary[name] if name else -1 for name in names]
+            text = self.arena[bounds[0]:bounds[-1]].tobytes().decode(self.encoding)
+            first = bounds[0]
+            tokens = [text[a - first:b - first] for a, b in zip(bounds, bounds[1:])]
+            if self.token_ids is not None:
+                self.term[before:after] = list(map(self.token_ids.__getitem__, tokens))
+            else:
+                term_of, vocabulary = self.term_of, self.vocabulary
+                names = list(map(term_of, tokens))
+                self.term[before:after] = [vocabulary[name] if name else -1 for name in names]
         return self.term[self._out[:count]].tobytes()
+
+
+class UnicodeTokenTable(AsciiTokenTable):
+    """Token code points -> entry, entry -> term id, for texts beyond ASCII (see the module)."""
+
+    dtype = np.uint32
+    encoding = "utf-32-le"
+
+    def __init__(self, term_of: Callable[[str], str], vocabulary: dict[str, int],
+                 token_ids: Mapping[str, int] | None = None) -> None:
+        super().__init__(term_of, vocabulary, token_ids)
+        self.stand_ins = np.full(0x110000, 255, np.uint8)  # code point -> stand-in, 255: not met yet
+        self.stand_ins[:128] = np.arange(128)  # ASCII is its own stand-in
+        self._view = np.zeros(1 << 12, np.uint8)
+
+    def term_ids(self, text: str) -> bytes | None:
+        """The term ids (int32, native order, as bytes) of the tokens of `text` (`words(text)`), -1 for
+        a token without a term; None when `words` would need its full grammar or a token is long."""
+        try:
+            codes = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+        except UnicodeEncodeError:  # a lone surrogate
+            return None
+        if len(self._view) < len(codes):
+            self._view = np.zeros(max(len(codes), 2 * len(self._view)), np.uint8)
+        view = self._view[:len(codes)]
+        missing, full = _stand_ins(codes, self.stand_ins, view)
+        if missing:
+            for code in np.unique(codes[view == 255]).tolist():
+                self.stand_ins[code] = stand_in_code(code)
+            missing, full = _stand_ins(codes, self.stand_ins, view)
+        if full:
+            return None
+        return self._term_ids(view, codes, MAX_TOKEN_UNITS // 2)  # at most two UTF-16 units a character

@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 
 from retrieval.errors import InputError
-from retrieval.index.ascii_tokens import AsciiTokenTable
+from retrieval.index.ascii_tokens import AsciiTokenTable, UnicodeTokenTable
 from retrieval.index.blocks import Blocks, pack_postings, unpack_postings, verify_postings
 from retrieval.storage import load_array, new_array, release_pages, save_array
 
@@ -154,7 +154,8 @@ class InvertedIndexBuilder:
                  term_of: Callable[[str], str] | None = None) -> None:
         self.vocab: dict[str, int] = _Vocabulary()
         self.token_ids = _TokenIds(term_of or _no_analyzer, self.vocab)
-        self.ascii = AsciiTokenTable(term_of or _no_analyzer, self.vocab)
+        self.ascii = AsciiTokenTable(term_of or _no_analyzer, self.vocab, self.token_ids)
+        self.unicode = UnicodeTokenTable(term_of or _no_analyzer, self.vocab, self.token_ids)
         self.lengths = array("i")  # terms per document of the spilled runs
         self.spill_dir = spill_dir
         self.run_postings = run_postings
@@ -180,10 +181,12 @@ class InvertedIndexBuilder:
         self._added(len(tokens))
 
     def add_text(self, text: str, tokens: Callable[[str], list[str]]) -> None:
-        """Add the next document as its text, `tokens` its tokenizer (Analyzer.tokens): an ASCII
-        text is tokenized and its tokens mapped to term ids in one compiled pass (AsciiTokenTable,
-        the same tokens), any other through `add_tokens`; same index as `add_tokens(tokens(text))`."""
-        if text.isascii() and (ids := self.ascii.term_ids(text)) is not None:
+        """Add the next document as its text, `tokens` its tokenizer (Analyzer.tokens): the text is
+        tokenized and its tokens mapped to term ids in one compiled pass (AsciiTokenTable, or
+        UnicodeTokenTable beyond ASCII: the same tokens), or when that cannot through `add_tokens`;
+        same index as `add_tokens(tokens(text))`."""
+        table = self.ascii if text.isascii() else self.unicode
+        if (ids := table.term_ids(text)) is not None:
             self._tokens.frombytes(ids)
             self._added(len(ids) // 4)
         else:
