@@ -14,6 +14,7 @@ directory (no manifest, Lucene `segments_N` file inside).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -134,15 +135,20 @@ def filter_query(index: LuceneIndex, spec: Filter) -> tuple[int, Any]:
     listed = ids[mask] if keep else ids[~mask]
     if not keep and not len(listed):
         return passing, None
-    bytes_ref = jvm.autoclass("org.apache.lucene.util.BytesRef")
-    terms = jvm.autoclass("java.util.ArrayList")()
-    for doc_id in listed.tolist():
-        terms.add(bytes_ref(doc_id.encode("utf-8")))
-    id_set = jvm.autoclass("org.apache.lucene.search.TermInSetQuery")("id", terms)
+    id_set = _id_set(listed.tolist())
     if keep:
         return passing, id_set
     return passing, _boolean((jvm.autoclass("org.apache.lucene.search.MatchAllDocsQuery")(), "MUST"),
                              (id_set, "MUST_NOT"))
+
+
+def _id_set(doc_ids: Iterable[str]) -> Any:
+    """A Lucene query matching exactly these documents: a TermInSetQuery on Anserini's `id` field."""
+    bytes_ref = jvm.autoclass("org.apache.lucene.util.BytesRef")
+    terms = jvm.autoclass("java.util.ArrayList")()
+    for doc_id in doc_ids:
+        terms.add(bytes_ref(str(doc_id).encode("utf-8")))
+    return jvm.autoclass("org.apache.lucene.search.TermInSetQuery")("id", terms)
 
 
 def _boolean(*clauses: tuple[Any, str]) -> Any:
@@ -295,21 +301,16 @@ class _LuceneStage(Stage):
         if self._searcher is None:
             raise RuntimeError(f"{type(self).__name__} is closed")
         searcher = self._searcher
-        bytes_ref = jvm.autoclass("org.apache.lucene.util.BytesRef")
-        term_set = jvm.autoclass("org.apache.lucene.search.TermInSetQuery")
         out = {}
         for qid, hits in run.items():
             text = str(queries[qid])
             if not text.strip():
                 raise InputError(f"query {qid!r} is empty")
-            terms = jvm.autoclass("java.util.ArrayList")()
-            for doc_id, _ in hits:
-                terms.add(bytes_ref(str(doc_id).encode("utf-8")))
             if not hits:
                 out[qid] = []
                 continue
             query = _boolean((searcher.generator.buildQuery("contents", searcher.analyzer, text), "MUST"),
-                             (term_set("id", terms), "FILTER"))
+                             (_id_set(doc_id for doc_id, _ in hits), "FILTER"))
             try:
                 found = searcher.search(query, len(hits))
             except Exception as e:  # jnius.JavaException, e.g. TooManyClauses
