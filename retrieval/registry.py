@@ -290,14 +290,14 @@ def _features(index: AnyIndex, **v: Any) -> Stage:
     common = {"threads": v["threads"]}
     scorers: dict[str, Stage] = {}
     for name in _feature_names(index, v["feature_set"]):
-        if index.kind == "lucene":
-            from retrieval.lucene.searcher import LuceneRescorer
-
-            own = {"bm25": ("k1", "b"), "qld": ("mu",)}[name]
-            scorers[name] = LuceneRescorer(build(name, index, **common, **{k: v[k] for k in own}))
-        elif name in ("bm25", "qld", "qljm"):
+        if name in ("bm25", "qld", "qljm"):
             own = {"bm25": ("k1", "b"), "qld": ("mu",), "qljm": ("lam",)}[name]
-            scorers[name] = build(name, index, **common, **{k: v[k] for k in own})
+            scorer = build(name, index, **common, **{k: v[k] for k in own})
+            if index.kind == "lucene":  # Lucene's search scores the run's documents (LUCENE_SCORERS)
+                from retrieval.lucene.searcher import LuceneRescorer
+
+                scorer = LuceneRescorer(scorer)
+            scorers[name] = scorer
         elif name == "rm3":
             scorers[name] = RM3Rescorer(RM3(build("bm25", index, **common, k1=v["k1"], b=v["b"]),
                                             fb_docs=v["fb_docs"], fb_terms=v["fb_terms"],
