@@ -14,7 +14,6 @@ eval/results/porter.md.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -27,16 +26,14 @@ sys.path.insert(0, str(HERE))
 def vocabulary(corpus: Path) -> tuple[int, list[str]]:
     """(documents, sorted distinct words the stemmer sees)."""
     from retrieval.analysis import java_lower
+    from retrieval.formats import read_documents
     from retrieval.word_breaks import words
 
     tokens: set[str] = set()
     documents = 0
-    with open(corpus, encoding="utf-8") as f:
-        for line in f:
-            record = json.loads(line)
-            title, text = record.get("title", "").strip(), record.get("text", "").strip()
-            tokens.update(words(f"{title} {text}" if title else text))
-            documents += 1
+    for doc in read_documents(corpus):  # title and text, as the index reads them
+        tokens.update(words(doc.contents))
+        documents += 1
     seen = set()
     for token in tokens:
         if len(token) >= 2 and token[-1] in "sS" and token[-2] in "'\u2019\uff07":

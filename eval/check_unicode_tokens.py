@@ -14,7 +14,6 @@ texts whose tokens differ (the check: 0). Writes eval/results/unicode_tokens.md.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -33,6 +32,7 @@ def main() -> None:
         raise SystemExit(f"--corpus {a.corpus}: not a file")
     from benchlib import publish
 
+    from retrieval.formats import read_documents
     from retrieval.index.ascii_tokens import UnicodeTokenTable
     from retrieval.word_breaks import words
 
@@ -48,24 +48,21 @@ def main() -> None:
     table = UnicodeTokenTable(number, vocabulary)
     documents = beyond = compiled = tokens = 0
     differ: list[str] = []
-    with open(a.corpus, encoding="utf-8") as f:
-        for line in f:
-            documents += 1
-            record = json.loads(line)
-            title, text = record.get("title", "").strip(), record.get("text", "").strip()
-            text = f"{title} {text}" if title else text
-            if text.isascii():
-                continue
-            beyond += 1
-            ids = table.term_ids(text)
-            if ids is None:
-                continue
-            compiled += 1
-            got = [names[i] for i in np.frombuffer(ids, np.int32).tolist()]
-            expected = words(text)
-            tokens += len(expected)
-            if got != expected:
-                differ.append(record.get("_id", str(documents)))
+    for doc in read_documents(a.corpus):  # title and text, as the index reads them
+        documents += 1
+        text = doc.contents
+        if text.isascii():
+            continue
+        beyond += 1
+        ids = table.term_ids(text)
+        if ids is None:
+            continue
+        compiled += 1
+        got = [names[i] for i in np.frombuffer(ids, np.int32).tolist()]
+        expected = words(text)
+        tokens += len(expected)
+        if got != expected:
+            differ.append(doc.id)
     lines = [
         "# Tokens beyond ASCII: the build's compiled path against word_breaks.words",
         f"{documents:,} documents of `{a.corpus.name}` (title and text, as the index reads them);"
