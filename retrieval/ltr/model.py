@@ -48,15 +48,12 @@ NORMALISATIONS = ("minmax", "zscore", "rank", "none")
 def within_query_rank(column: np.ndarray) -> np.ndarray:
     """Each value's rank among the query's candidates scaled to [0, 1] (1 the highest; ties share
     their mean rank; all 0 when the column is constant)."""
+    from scipy.stats import rankdata
+
     n = column.size
     if n < 2 or column.min() == column.max():
         return np.zeros(n)
-    order = np.argsort(column, kind="stable")
-    ranks = np.empty(n)
-    ranks[order] = np.arange(n, dtype=np.float64)
-    _, inverse, counts = np.unique(column, return_inverse=True, return_counts=True)
-    sums = np.bincount(inverse, weights=ranks)
-    return (sums / counts)[inverse] / (n - 1)
+    return (rankdata(column, method="average") - 1.0) / (n - 1)
 
 
 def normalise_query(matrix: np.ndarray, names: Sequence[str], how: str,
