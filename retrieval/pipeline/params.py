@@ -105,7 +105,6 @@ LATE_DEFAULTS: dict[str, dict[str, Any]] = {
 FIRST_STAGES = tuple(LATE_DEFAULTS)
 RERANK_DEPTH = LATE_DEFAULTS["bm25"]["depth"]
 LATE_WEIGHT = LATE_DEFAULTS["bm25"]["interpolate"]
-LATE_FUSION = LATE_DEFAULTS["bm25"]["fusion"]
 
 PARAMS: dict[str, Param] = {p.name: p for p in (
     _counter("hits", 1000, "results per query"),
