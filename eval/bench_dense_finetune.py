@@ -43,12 +43,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 import numpy as np  # noqa: E402
 from benchlib import machine_line, publish  # noqa: E402
 
-from retrieval.collections import data_dir, load_qrels, load_topics  # noqa: E402
+from retrieval.collections import data_dir, drops_self_hits, load_qrels, load_topics  # noqa: E402
 from retrieval.evaluation.measures import per_query  # noqa: E402
 from retrieval.evaluation.significance import p_values  # noqa: E402
-from retrieval.index.native import Index, build_index  # noqa: E402
+from retrieval.index.native import Index  # noqa: E402
 from retrieval.late.config import TrainConfig  # noqa: E402
-from retrieval.types import Document, Qrels, Queries, Run  # noqa: E402
+from retrieval.types import Qrels, Queries, Run  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "dense_finetune.md"
 COLLECTIONS = ("cacm", "cranfield", "vaswani", "scifact")
@@ -62,26 +62,17 @@ MEASURES = ["nDCG@10", "MAP"]
 ALPHA = 0.05
 
 
-def self_hits(topics: str) -> bool:
-    """Whether the topics' own documents are dropped from runs (as late.sources.collection_source does)."""
-    from retrieval import collections
-
-    named = collections.named(topics, files_only=True)
-    return bool(named and named.remove_query_ids)
-
-
 class Pairs:
     """One training source: queries, qrels, BM25 run, a doc text lookup, and its held-out split."""
 
     def __init__(self, name: str, queries: Queries, qrels: Qrels, index: Index, drop_self: bool = False):
+        from retrieval.late.sources import judged_in
         from retrieval.late.train import heldout_queries
         from retrieval.sparse.rankers import BM25
 
-        ids = set(index.docno)
-        qids = [q for q in queries if q in qrels and any(g > 0 and d in ids for d, g in qrels[q].items())]
+        qids, self.qrels = judged_in(queries, qrels, set(index.docno))
         self.name, self.index = name, index
         self.queries = Queries((q, queries[q]) for q in qids)
-        self.qrels = Qrels((q, {d: g for d, g in qrels[q].items() if d in ids}) for q in qids)
         run = BM25(index, hits=max(NEGATIVE_DEPTH, VAL_DEPTH))(self.queries)
         self.run = run.without_query_ids() if drop_self else run
         self.held = heldout_queries(qids, SPLIT)
@@ -111,16 +102,13 @@ class Pairs:
 
 def squad_pairs(workdir: Path, limit: int) -> Pairs:
     """SQuAD 2.0 dev answerable questions -> their paragraph, xquad-en's paragraphs left out."""
-    from retrieval.late.sources import squad_questions
+    from retrieval.late.sources import squad_paragraph_index, squad_questions
 
     base = Path(data_dir())
     passages, queries, qrels = squad_questions(base / "squad2-dev" / "dev-v2.0.json",
                                                base / "xquad-en" / "xquad.en.json", limit, SPLIT.seed)
-    where = workdir / "squad2-dev-paragraphs"
-    if not (where / "manifest.json").is_file():
-        build_index([Document(p, t, x) for p, (t, x) in passages.items()], where, source="squad2-dev",
-                    progress=False, force=True)
-    return Pairs("squad", queries, qrels, Index.open(where))
+    _, index = squad_paragraph_index(passages, workdir, "squad2-dev")
+    return Pairs("squad", queries, qrels, index)
 
 
 def validate(sources: list[Pairs], encoders: dict[str, object]) -> dict[str, dict[str, float]]:
@@ -167,7 +155,7 @@ def test_rows(x: str, indexes: dict[str, tuple[Index, str | None]], threads: int
     for enc, (index, model) in indexes.items():
         for system in ("dense", "hybrid"):
             run = build(system, index, threads=threads, encoder=model)(queries)
-            if self_hits(TEST_TOPICS[x]):
+            if drops_self_hits(TEST_TOPICS[x]):
                 run = run.without_query_ids()
             measured[system, enc] = per_query(run, qrels, MEASURES)
     rows, figures = [], {}
@@ -204,7 +192,7 @@ def main() -> None:
     cfg = FinetuneConfig()
     start = time.time()
     sources = {c: Pairs(c, load_topics(TRAIN_TOPICS[c]), load_qrels(TRAIN_TOPICS[c]),
-                        Index.open(args.index_root / c), drop_self=self_hits(TRAIN_TOPICS[c]))
+                        Index.open(args.index_root / c), drop_self=drops_self_hits(TRAIN_TOPICS[c]))
                for c in COLLECTIONS if any(c != x for x in args.only)}
     sources["squad"] = squad_pairs(args.workdir, args.squad_questions)
     original = Encoder(None, threads=args.threads, progress=False)

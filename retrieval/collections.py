@@ -167,6 +167,13 @@ def named(spec: str | Path, *, files_only: bool = False) -> Collection | None:
     return COLLECTIONS.get(name) if not shadowed else None
 
 
+def drops_self_hits(topics: str | Path) -> bool:
+    """Whether runs over the named topics drop each query's own document (the collection's
+    `remove_query_ids`, e.g. ArguAna, Quora); False for topic files."""
+    collection = named(topics, files_only=True)
+    return bool(collection and collection.remove_query_ids)
+
+
 def _root(collection: Collection) -> Path:
     root = data_dir() / (collection.name if collection.directory is None else collection.directory)
     if not root.is_dir():

@@ -28,6 +28,7 @@ scratch cache (`cache.cached_states`, encoded once).
 from __future__ import annotations
 
 import random
+from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,7 +38,7 @@ import numpy as np
 from retrieval import collections
 from retrieval.late.cache import Packed, cached_states
 from retrieval.late.config import TrainConfig
-from retrieval.types import Qrels, Queries, Run
+from retrieval.types import Document, Qrels, Queries, Run
 
 if TYPE_CHECKING:
     from retrieval.index.native import Index
@@ -94,6 +95,26 @@ def corpus_states(index: Index, encoder: TokenEncoder, cache_dir: str | Path | N
     return states, {d.id: i for i, d in enumerate(docs)}
 
 
+def judged_in(queries: Queries, qrels: Qrels, ids: Container[str]) -> tuple[list[str], Qrels]:
+    """The queries judged relevant to a document among `ids`, in query order, and their judgements of
+    documents among `ids`: what a training source can use of a collection."""
+    qids = [q for q in queries if q in qrels and any(g > 0 and d in ids for d, g in qrels[q].items())]
+    return qids, Qrels((q, {d: g for d, g in qrels[q].items() if d in ids}) for q in qids)
+
+
+def squad_paragraph_index(passages: dict[str, tuple[str, str]], workdir: str | Path,
+                          name: str) -> tuple[list[Document], Index]:
+    """The SQuAD paragraphs kept (`squad_questions`) as documents, and their index, built once in
+    WORKDIR/NAME-paragraphs."""
+    from retrieval.index.native import Index, build_index
+
+    where = Path(workdir) / f"{name}-paragraphs"
+    documents = [Document(pid, t, x) for pid, (t, x) in passages.items()]
+    if not (where / "manifest.json").is_file():
+        build_index(documents, where, source=name, progress=False, force=True)
+    return documents, Index.open(where)
+
+
 def _finish(name: str, docs: Packed, dindex: dict[str, int], queries: Queries, qrels: Qrels, run: Run,
             encoder: TokenEncoder, cfg: TrainConfig, cache_dir: str | Path | None) -> Source:
     """A Source from its parts: the judged queries (a judged document in the corpus) encoded, their
@@ -101,8 +122,7 @@ def _finish(name: str, docs: Packed, dindex: dict[str, int], queries: Queries, q
     chooses it."""
     from retrieval.late.train import heldout_queries
 
-    qids = [q for q in queries if q in qrels and any(g > 0 and d in dindex for d, g in qrels[q].items())]
-    qrels = Qrels((q, {d: g for d, g in qrels[q].items() if d in dindex}) for q in qids)
+    qids, qrels = judged_in(queries, qrels, dindex)
     qstates = cached_states(encoder, [queries[q] for q in qids], True, cache_dir, desc=f"{name} queries")
     return Source(name, docs, dindex, qstates, {q: i for i, q in enumerate(qids)},
                   qrels, Run({q: run.get(q, []) for q in qids}),
@@ -118,8 +138,7 @@ def collection_source(topics: str, index: Index, encoder: TokenEncoder, cfg: Tra
 
     queries, judged = collections.load_topics(topics), collections.load_qrels(qrels or topics)
     run = BM25(index, hits=max(cfg.depth, cfg.negative_depth))(queries)
-    named = collections.named(topics, files_only=True)
-    if named and named.remove_query_ids:
+    if collections.drops_self_hits(topics):
         run = run.without_query_ids()
     docs, dindex = corpus_states(index, encoder, cache_dir, only)
     run = Run({q: [(d, s) for d, s in hits if d in dindex] for q, hits in run.items()})
@@ -149,16 +168,11 @@ def squad_source(path: str | Path, encoder: TokenEncoder, cfg: TrainConfig, work
                  cache_dir: str | Path | None = None, exclude: str | Path | None = None,
                  limit: int | None = None, name: str = "squad") -> Source:
     """SQuAD questions -> their paragraph, BM25 over the kept paragraphs (an index built in `workdir`)."""
-    from retrieval.index.native import Index, build_index
     from retrieval.sparse.rankers import BM25
-    from retrieval.types import Document
 
     passages, queries, qrels = squad_questions(path, exclude, limit, cfg.seed)
-    where = Path(workdir) / f"{name}-paragraphs"
-    documents = [Document(pid, t, x) for pid, (t, x) in passages.items()]
-    if not (where / "manifest.json").is_file():
-        build_index(documents, where, source=name, progress=False, force=True)
-    run = BM25(Index.open(where), hits=max(cfg.depth, cfg.negative_depth))(queries)
+    documents, index = squad_paragraph_index(passages, workdir, name)
+    run = BM25(index, hits=max(cfg.depth, cfg.negative_depth))(queries)
     states = cached_states(encoder, [d.contents for d in documents], False, cache_dir,
                            desc=f"{name} paragraphs")
     return _finish(name, states, {d.id: i for i, d in enumerate(documents)}, queries, qrels, run, encoder,
