@@ -2,6 +2,7 @@
 
     python eval/train_late_loo.py --output-dir DIR [--workdir /tmp/late_loo] [--cache-dir DIR]
         [--index-root DIR] [--only cacm cranfield ...] [--epochs 4] [--max-pairs 600]
+        [--dense-negatives DIR]
 
 Training sources (retrieval.late.sources): the judged topics of CACM,
 Cranfield, Vaswani and SciFact *train*, and SQuAD 2.0 dev's answerable
@@ -15,7 +16,9 @@ seeded: train.heldout_queries) chooses the epoch (mean held-out nDCG@10 over
 the sources, epoch 0 = zero-shot); X's topics are never read by X's model.
 At most --max-pairs training pairs per source (a seeded sample) keep the
 sources balanced and training cheap; hard negatives from each source's BM25
-top `negative_depth`.
+top `negative_depth`, and with --dense-negatives DIR also from the dense first
+stage's top `negative_depth` (each collection's index with its dense part in
+DIR/X; SQuAD's paragraph index gets a dense part in --workdir, encoded once).
 
 Token states of the corpora are computed once (the index's zero-shot late
 store if it has one, else the scratch cache in --cache-dir). Indexes come
@@ -59,6 +62,37 @@ def open_index(name: str, index_root: Path | None, workdir: Path) -> Index:
     return Index.open(path)
 
 
+def dense_negatives(name: str, source, root: Path, workdir: Path, cfg: TrainConfig, threads: int) -> None:
+    """Add the dense retriever's top `negative_depth` for the source's queries to its hard negatives:
+    over root/NAME's dense part, or for SQuAD over its paragraph index (a dense part added once)."""
+    from retrieval.collections import drops_self_hits, load_topics
+    from retrieval.dense.faiss_index import add_dense
+    from retrieval.late.sources import with_negatives_from
+    from retrieval.registry import build
+
+    if name == "squad":
+        index = Index.open(workdir / f"{SQUAD}-paragraphs")
+        if not index.has("dense"):
+            add_dense(index)
+            index = Index.open(index.path)
+        topics = None
+    else:
+        index, topics = Index.open(root / name), TOPICS[name]
+    if topics is None:
+        from retrieval.late.sources import squad_questions
+
+        queries = squad_questions(data_file(SQUAD, "dev-v2.0.json"), data_file("xquad-en", "xquad.en.json"),
+                                  None, cfg.seed)[1]
+    else:
+        queries = load_topics(topics)
+    queries = type(queries)((q, t) for q, t in queries.items() if q in source.qindex)
+    run = build("dense", index, hits=cfg.negative_depth + 1, threads=threads)(queries)
+    if topics is not None and drops_self_hits(topics):
+        run = run.without_query_ids()
+    with_negatives_from(source, run)
+    print(f"{name}: dense negatives for {len(run)} queries", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--output-dir", type=Path, required=True)
@@ -76,6 +110,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--holdout", type=float, default=0.3)
     ap.add_argument("--negatives", type=int, default=TrainConfig().negatives)
+    ap.add_argument("--dense-negatives", type=Path, default=None, metavar="DIR",
+                    help="DIR/X: collection X's index with its dense part (`retrieval index --dense`); hard"
+                    " negatives then also come from the dense retriever's top hits")
     ap.add_argument("--subset", nargs="*", default=[],
                     help="collections whose corpus is encoded only where BM25's top 100 of its topics or its"
                     " judgements reach (sources.top_and_judged), to save encoding time")
@@ -104,6 +141,9 @@ def main() -> None:
     sources["squad"] = squad_source(data_file(SQUAD, "dev-v2.0.json"), encoder, cfg, args.workdir,
                                     args.cache_dir, exclude=data_file("xquad-en", "xquad.en.json"),
                                     limit=args.squad_questions, name=SQUAD)
+    if args.dense_negatives:
+        for name, source in sources.items():
+            dense_negatives(name, source, args.dense_negatives, args.workdir, cfg, args.threads)
     print(f"sources ready in {time.time() - start:.0f}s", flush=True)
     for held in args.only:
         use = [s for c, s in sources.items() if c != held]

@@ -583,6 +583,27 @@ def test_training_on_several_sources(tmp_path, zero_shot):
     assert LateModel(out, threads=1).dim == 8
 
 
+def test_hard_negatives_from_a_second_first_stage(tmp_path, zero_shot):
+    """with_negatives_from: another first stage's top hits (e.g. dense) join the query's hard-negative pool,
+    each document once, judged documents and documents outside the source's corpus left out."""
+    from retrieval.late.cache import cached_states
+    from retrieval.late.config import TrainConfig
+    from retrieval.late.sources import Source, with_negatives_from
+    from retrieval.late.train import source_pairs
+    from retrieval.types import Qrels
+
+    enc, cache = zero_shot.encoder, tmp_path / "cache"
+    ids = ["d0", "d1", "d2", "d3"]
+    docs = cached_states(enc, ["cats sit on mats", "dogs chase cats", "a garden", "stemming words"], False, cache)
+    source = Source("pets", docs, {d: i for i, d in enumerate(ids)}, cached_states(enc, ["cats"], True, cache),
+                    {"q0": 0}, Qrels(q0={"d0": 1}), Run({"q0": [("d0", 2.0), ("d1", 1.0)]}))
+    cfg = TrainConfig(negative_depth=3)
+    assert [i for _, i in source_pairs([source], cfg)[1]["pets", "q0"]] == [1]
+    with_negatives_from(source, Run({"q0": [("d1", 0.9), ("elsewhere", 0.8), ("d0", 0.7), ("d3", 0.6)]}))
+    assert [i for _, i in source_pairs([source], cfg)[1]["pets", "q0"]] == [1, 3]
+    assert [i for _, i in source_pairs([source], TrainConfig(negative_depth=1))[1]["pets", "q0"]] == [1]
+
+
 def test_squad_training_questions_leave_out_every_article_of_the_evaluation_file(tmp_path):
     """DPR-style pairs from SQuAD: answerable questions -> their paragraph; a paragraph in the excluded
     file (xquad-en) goes with its questions, unanswerable questions go."""

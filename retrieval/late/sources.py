@@ -57,6 +57,7 @@ class Source:
     qrels: Qrels
     run: Run
     held: set[str] = field(default_factory=set)
+    negative_runs: list[Run] = field(default_factory=list)  # more first stages' hard negatives (dense)
 
     @property
     def training_ids(self) -> list[str]:
@@ -177,6 +178,14 @@ def squad_source(path: str | Path, encoder: TokenEncoder, cfg: TrainConfig, work
                            desc=f"{name} paragraphs")
     return _finish(name, states, {d.id: i for i, d in enumerate(documents)}, queries, qrels, run, encoder,
                    cfg, cache_dir)
+
+
+def with_negatives_from(source: Source, run: Run) -> Source:
+    """`source` whose training queries also draw hard negatives from `run` (another first stage over the
+    same corpus, e.g. the dense retriever's; documents outside the source's corpus dropped)."""
+    kept = Run({q: [(d, s) for d, s in run.get(q, []) if d in source.dindex] for q in source.qindex})
+    source.negative_runs.append(kept)
+    return source
 
 
 def top_and_judged(index: Index, topics: list[str], depth: int = 100) -> set[str]:

@@ -251,8 +251,9 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
 def source_pairs(sources: list[Source], cfg: TrainConfig,
                  max_pairs: int | None = None) -> tuple[list[tuple], dict]:
     """Training pairs of every source's training (not held-out) queries, at most `max_pairs` per source
-    (a seeded sample), and each query's hard negatives from its source's first stage (judged-relevant
-    documents excluded): keyed by (source name, query id)."""
+    (a seeded sample), and each query's hard negatives from the top `negative_depth` of its source's first
+    stage and of each of its `negative_runs` (judged-relevant documents excluded, each document once):
+    keyed by (source name, query id)."""
     pairs, negatives = [], {}
     for s in sources:
         own = [(s.queries, s.qindex[q], s.docs, s.dindex[d], (s.name, q)) for q in s.training_ids
@@ -261,7 +262,9 @@ def source_pairs(sources: list[Source], cfg: TrainConfig,
             own = random.Random(f"{cfg.seed}:{s.name}").sample(own, max_pairs)
         pairs += own
         for q in s.training_ids:
-            negatives[s.name, q] = [(s.docs, s.dindex[d]) for d, _ in s.run.get(q, [])[:cfg.negative_depth]
+            pool = dict.fromkeys(d for run in (s.run, *s.negative_runs)
+                                 for d, _ in run.get(q, [])[:cfg.negative_depth])
+            negatives[s.name, q] = [(s.docs, s.dindex[d]) for d in pool
                                     if s.qrels[q].get(d, 0) <= 0 and d in s.dindex]
     return pairs, negatives
 
