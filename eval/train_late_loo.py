@@ -2,7 +2,7 @@
 
     python eval/train_late_loo.py --output-dir DIR [--workdir /tmp/late_loo] [--cache-dir DIR]
         [--index-root DIR] [--only cacm cranfield ...] [--epochs 4] [--max-pairs 600]
-        [--dense-negatives DIR]
+        [--dense-root DIR --dense-negatives] [--teacher hybrid --distill 1.0]
 
 Training sources (retrieval.late.sources): the judged topics of CACM,
 Cranfield, Vaswani and SciFact *train*, and SQuAD 2.0 dev's answerable
@@ -16,9 +16,13 @@ seeded: train.heldout_queries) chooses the epoch (mean held-out nDCG@10 over
 the sources, epoch 0 = zero-shot); X's topics are never read by X's model.
 At most --max-pairs training pairs per source (a seeded sample) keep the
 sources balanced and training cheap; hard negatives from each source's BM25
-top `negative_depth`, and with --dense-negatives DIR also from the dense first
+top `negative_depth`, and with --dense-negatives also from the dense first
 stage's top `negative_depth` (each collection's index with its dense part in
-DIR/X; SQuAD's paragraph index gets a dense part in --workdir, encoded once).
+--dense-root/X; SQuAD's paragraph index gets a dense part in --workdir,
+encoded once). --teacher hybrid (or dense) distils that first stage's scores
+(its top 100 for each training query) into the projection, with weight
+--distill (train.py: KL divergence over each query's positive and hard
+negatives).
 
 Token states of the corpora are computed once (the index's zero-shot late
 store if it has one, else the scratch cache in --cache-dir). Indexes come
@@ -39,6 +43,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from retrieval.collections import load_documents  # noqa: E402
 from retrieval.index.native import Index, build_index  # noqa: E402
 from retrieval.late.config import TrainConfig  # noqa: E402
+from retrieval.late.sources import Source  # noqa: E402
+from retrieval.types import Queries  # noqa: E402
 
 COLLECTIONS = ("cacm", "cranfield", "vaswani", "scifact")
 TOPICS = {"cacm": "cacm", "cranfield": "cranfield", "vaswani": "vaswani", "scifact": "scifact:train"}
@@ -62,35 +68,44 @@ def open_index(name: str, index_root: Path | None, workdir: Path) -> Index:
     return Index.open(path)
 
 
-def dense_negatives(name: str, source, root: Path, workdir: Path, cfg: TrainConfig, threads: int) -> None:
-    """Add the dense retriever's top `negative_depth` for the source's queries to its hard negatives:
-    over root/NAME's dense part, or for SQuAD over its paragraph index (a dense part added once)."""
+def dense_inputs(name: str, source: Source, root: Path, workdir: Path,
+                 cfg: TrainConfig) -> tuple[Index, Queries, bool]:
+    """The source's index with a dense part (root/NAME, or SQuAD's paragraph index in `workdir` with a
+    dense part added once), its training queries, and whether runs drop self-hits."""
     from retrieval.collections import drops_self_hits, load_topics
     from retrieval.dense.faiss_index import add_dense
-    from retrieval.late.sources import with_negatives_from
-    from retrieval.registry import build
+    from retrieval.late.sources import squad_questions
 
     if name == "squad":
         index = Index.open(workdir / f"{SQUAD}-paragraphs")
         if not index.has("dense"):
             add_dense(index)
             index = Index.open(index.path)
-        topics = None
-    else:
-        index, topics = Index.open(root / name), TOPICS[name]
-    if topics is None:
-        from retrieval.late.sources import squad_questions
-
         queries = squad_questions(data_file(SQUAD, "dev-v2.0.json"), data_file("xquad-en", "xquad.en.json"),
                                   None, cfg.seed)[1]
+        self_hits = False
     else:
-        queries = load_topics(topics)
-    queries = type(queries)((q, t) for q, t in queries.items() if q in source.qindex)
-    run = build("dense", index, hits=cfg.negative_depth + 1, threads=threads)(queries)
-    if topics is not None and drops_self_hits(topics):
-        run = run.without_query_ids()
-    with_negatives_from(source, run)
-    print(f"{name}: dense negatives for {len(run)} queries", flush=True)
+        index, queries = Index.open(root / name), load_topics(TOPICS[name])
+        self_hits = drops_self_hits(TOPICS[name])
+    return index, Queries((q, t) for q, t in queries.items() if q in source.qindex), self_hits
+
+
+def add_dense_signals(name: str, source: Source, root: Path, workdir: Path, cfg: TrainConfig, threads: int,
+                      negatives: bool, teacher: str | None) -> None:
+    """The dense retriever's top `negative_depth` joins the source's hard negatives (`negatives`), and
+    `teacher` (dense or hybrid, the registry's defaults) scores its training queries' top 100 for
+    distillation."""
+    from retrieval.late.sources import with_negatives_from
+    from retrieval.registry import build
+
+    index, queries, self_hits = dense_inputs(name, source, root, workdir, cfg)
+    if negatives:
+        run = build("dense", index, hits=cfg.negative_depth + 1, threads=threads)(queries)
+        with_negatives_from(source, run.without_query_ids() if self_hits else run)
+    if teacher:
+        run = build(teacher, index, hits=101, threads=threads)(queries)
+        source.teacher = run.without_query_ids() if self_hits else run
+    print(f"{name}: dense signals for {len(queries)} queries", flush=True)
 
 
 def main() -> None:
@@ -110,9 +125,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--holdout", type=float, default=0.3)
     ap.add_argument("--negatives", type=int, default=TrainConfig().negatives)
-    ap.add_argument("--dense-negatives", type=Path, default=None, metavar="DIR",
-                    help="DIR/X: collection X's index with its dense part (`retrieval index --dense`); hard"
-                    " negatives then also come from the dense retriever's top hits")
+    ap.add_argument("--dense-root", type=Path, default=None, metavar="DIR",
+                    help="DIR/X: collection X's index with its dense part (`retrieval index --dense`), for"
+                    " --dense-negatives and --teacher")
+    ap.add_argument("--dense-negatives", action="store_true",
+                    help="hard negatives also from the dense retriever's top hits")
+    ap.add_argument("--teacher", choices=["dense", "hybrid"], default=None,
+                    help="distil this first stage's scores (its top 100) into the projection")
+    ap.add_argument("--distill", type=float, default=1.0, help="weight of the distillation term")
     ap.add_argument("--subset", nargs="*", default=[],
                     help="collections whose corpus is encoded only where BM25's top 100 of its topics or its"
                     " judgements reach (sources.top_and_judged), to save encoding time")
@@ -124,7 +144,10 @@ def main() -> None:
     from retrieval.late.train import train_sources
 
     torch.set_num_threads(args.threads)
-    cfg = TrainConfig(epochs=args.epochs, anchor=args.anchor, holdout=args.holdout, negatives=args.negatives)
+    cfg = TrainConfig(epochs=args.epochs, anchor=args.anchor, holdout=args.holdout, negatives=args.negatives,
+                      distill=args.distill if args.teacher else 0.0)
+    if (args.dense_negatives or args.teacher) and not args.dense_root:
+        ap.error("--dense-negatives and --teacher need --dense-root")
     encoder = TokenEncoder(None, query_length=cfg.query_length, doc_length=cfg.doc_length,
                            threads=args.threads,
                            progress=False)
@@ -141,9 +164,10 @@ def main() -> None:
     sources["squad"] = squad_source(data_file(SQUAD, "dev-v2.0.json"), encoder, cfg, args.workdir,
                                     args.cache_dir, exclude=data_file("xquad-en", "xquad.en.json"),
                                     limit=args.squad_questions, name=SQUAD)
-    if args.dense_negatives:
+    if args.dense_negatives or args.teacher:
         for name, source in sources.items():
-            dense_negatives(name, source, args.dense_negatives, args.workdir, cfg, args.threads)
+            add_dense_signals(name, source, args.dense_root, args.workdir, cfg, args.threads,
+                              args.dense_negatives, args.teacher)
     print(f"sources ready in {time.time() - start:.0f}s", flush=True)
     for held in args.only:
         use = [s for c, s in sources.items() if c != held]

@@ -594,14 +594,56 @@ def test_hard_negatives_from_a_second_first_stage(tmp_path, zero_shot):
 
     enc, cache = zero_shot.encoder, tmp_path / "cache"
     ids = ["d0", "d1", "d2", "d3"]
-    docs = cached_states(enc, ["cats sit on mats", "dogs chase cats", "a garden", "stemming words"], False, cache)
-    source = Source("pets", docs, {d: i for i, d in enumerate(ids)}, cached_states(enc, ["cats"], True, cache),
-                    {"q0": 0}, Qrels(q0={"d0": 1}), Run({"q0": [("d0", 2.0), ("d1", 1.0)]}))
+    texts = ["cats sit on mats", "dogs chase cats", "a garden", "stemming words"]
+    docs, queries = cached_states(enc, texts, False, cache), cached_states(enc, ["cats"], True, cache)
+    source = Source("pets", docs, {d: i for i, d in enumerate(ids)}, queries, {"q0": 0},
+                    Qrels(q0={"d0": 1}), Run({"q0": [("d0", 2.0), ("d1", 1.0)]}))
     cfg = TrainConfig(negative_depth=3)
     assert [i for _, i in source_pairs([source], cfg)[1]["pets", "q0"]] == [1]
     with_negatives_from(source, Run({"q0": [("d1", 0.9), ("elsewhere", 0.8), ("d0", 0.7), ("d3", 0.6)]}))
     assert [i for _, i in source_pairs([source], cfg)[1]["pets", "q0"]] == [1, 3]
     assert [i for _, i in source_pairs([source], TrainConfig(negative_depth=1))[1]["pets", "q0"]] == [1]
+
+
+def test_distillation_adds_the_teachers_kl_over_each_querys_own_documents(tmp_path, zero_shot):
+    """A teacher's scores (Source.teacher) add distill * KL(teacher softmax || MaxSim softmax) over each
+    query's positive and hard negatives: zero when MaxSim already orders them as the teacher does with the
+    same gaps, positive otherwise; without a teacher the loss is the contrastive one alone."""
+    import random
+
+    import torch
+
+    from retrieval.late.cache import cached_states
+    from retrieval.late.config import TrainConfig
+    from retrieval.late.sources import Source
+    from retrieval.late.train import _pad_mixed, _scores, _step, source_pairs, teacher_scores
+    from retrieval.types import Qrels
+
+    enc, cache = zero_shot.encoder, tmp_path / "cache"
+    ids = ["d0", "d1", "d2"]
+    docs = cached_states(enc, ["cats sit on mats", "dogs chase cats", "stemming words"], False, cache)
+    queries = cached_states(enc, ["where do cats sit", "dog chases"], True, cache)
+    source = Source("pets", docs, {d: i for i, d in enumerate(ids)}, queries, {"q0": 0, "q1": 1},
+                    Qrels(q0={"d0": 1}, q1={"d1": 1}), Run({"q0": [("d2", 1.0)], "q1": [("d2", 1.0)]}))
+    source.teacher = Run({"q0": [("d0", 0.9), ("d2", 0.1), ("elsewhere", 0.5)], "q1": [("d1", 0.2)]})
+    teacher = teacher_scores([source])
+    assert teacher == {("pets", "q0"): {0: 0.9, 2: 0.1}, ("pets", "q1"): {1: 0.2}}
+    cfg = TrainConfig(dim=384, negatives=1, negative_depth=1, distill=2.0)
+    pairs, negatives = source_pairs([source], cfg)
+    w = torch.nn.Parameter(torch.eye(384))
+
+    def loss(teach, config=cfg):
+        return float(_step(w, pairs, negatives, config, random.Random(0), teach).detach())
+
+    plain = loss(None)
+    assert loss(teacher, TrainConfig(dim=384, negatives=1, negative_depth=1)) == pytest.approx(plain)
+    assert loss(teacher) > plain  # q1 has one scored document: only q0 distils
+    qs, qmask = _pad_mixed([(queries, 0)])
+    ds, dmask = _pad_mixed([(docs, 0), (docs, 2)])
+    student = _scores(w, qs, qmask, ds, dmask)[0].detach()
+    matched = {("pets", "q0"): {0: float(student[0]) * cfg.distill_temperature,
+                                2: float(student[1]) * cfg.distill_temperature}}
+    assert loss(matched) == pytest.approx(plain, abs=1e-4)  # the teacher's order and gaps: no KL left
 
 
 def test_squad_training_questions_leave_out_every_article_of_the_evaluation_file(tmp_path):

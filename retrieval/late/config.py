@@ -28,3 +28,5 @@ class TrainConfig:
     title_pairs_from: tuple[str, ...] = ()
     pairs_per_collection: int = 1000
     anchor: float = 0.01
+    distill: float = 0.0  # weight of the distillation term (train_sources: sources with teacher scores)
+    distill_temperature: float = 0.1  # the teacher's scores are divided by it before its softmax

@@ -58,6 +58,7 @@ class Source:
     run: Run
     held: set[str] = field(default_factory=set)
     negative_runs: list[Run] = field(default_factory=list)  # more first stages' hard negatives (dense)
+    teacher: Run | None = None  # a stronger first stage's scores, distilled into the projection
 
     @property
     def training_ids(self) -> list[str]:

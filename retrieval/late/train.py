@@ -6,7 +6,11 @@ projection. Each step takes a batch of (query, relevant document) pairs, adds
 `negatives` hard negatives per query sampled from the query's BM25 top
 `negative_depth` (judged-relevant documents excluded), and minimises the
 cross-entropy of the positive's MaxSim score against every document in the
-batch (in-batch + hard negatives). Optionally, (title, rest of the abstract)
+batch (in-batch + hard negatives). With `distill` > 0 and a teacher (a
+stronger first stage's scores, e.g. the hybrid's, `sources.Source.teacher`),
+each query adds `distill` times the KL divergence from the teacher's softmax
+(scores / `distill_temperature`) to MaxSim's over its own positive and hard
+negatives, those the teacher scored. Optionally, (title, rest of the abstract)
 pairs from the corpus are mixed in, and unlabelled pairs from other
 collections' corpora (`pairs.py`; corpus text only, never their queries or
 qrels): Inverse Cloze Task pairs (a span of a document -> the rest of it;
@@ -269,6 +273,13 @@ def source_pairs(sources: list[Source], cfg: TrainConfig,
     return pairs, negatives
 
 
+def teacher_scores(sources: list[Source]) -> dict[tuple[str, str], dict[int, float]]:
+    """Each training query's teacher scores (`Source.teacher`) by document row: keyed as `source_pairs`
+    keys its negatives."""
+    return {(s.name, q): {s.dindex[d]: score for d, score in s.teacher.get(q, []) if d in s.dindex}
+            for s in sources if s.teacher is not None for q in s.training_ids}
+
+
 def validate_sources(proj: np.ndarray | None, sources: list[Source], depth: int) -> dict[str, float]:
     """nDCG@10 of MaxSim (projection `proj`; None: zero-shot) reranking each source's held-out queries'
     first-stage top `depth`."""
@@ -297,6 +308,7 @@ def train_sources(sources: list[Source], output: str | Path, encoder_settings: d
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
     pairs, negatives = source_pairs(sources, cfg, max_pairs)
+    teacher = teacher_scores(sources) if cfg.distill else None
     sample = np.random.default_rng(cfg.seed)
     per = 50_000 // len(sources)
     states = np.concatenate([s.docs.states[sample.choice(len(s.docs.states), min(per, len(s.docs.states)),
@@ -309,7 +321,7 @@ def train_sources(sources: list[Source], output: str | Path, encoder_settings: d
     history, best = [], (-1.0, None, 0)
     for epoch in range(cfg.epochs + 1):
         if epoch:
-            _train_epoch(w, opt, start_point, pairs, negatives, cfg, rng)
+            _train_epoch(w, opt, start_point, pairs, negatives, cfg, rng, teacher)
         proj = w.detach().numpy().copy()
         held = validate_sources(proj, sources, cfg.depth)
         mean = round(float(np.mean(list(held.values()))), 4)
@@ -338,11 +350,12 @@ def _title_pairs(encoder: TokenEncoder, docs: dict[str, tuple[str, str]],
 
 
 def _train_epoch(w: torch.nn.Parameter, opt: torch.optim.Optimizer, start_point: torch.Tensor, pairs: list,
-                 negatives: dict, cfg: TrainConfig, rng: random.Random) -> None:
-    """One pass over the pairs, shuffled: a step per batch on the contrastive loss plus the anchor."""
+                 negatives: dict, cfg: TrainConfig, rng: random.Random, teacher: dict | None = None) -> None:
+    """One pass over the pairs, shuffled: a step per batch on the contrastive loss (plus distillation
+    from `teacher`, when given) plus the anchor."""
     rng.shuffle(pairs)
     for b in range(0, len(pairs), cfg.batch_size):
-        loss = _step(w, pairs[b:b + cfg.batch_size], negatives, cfg, rng)
+        loss = _step(w, pairs[b:b + cfg.batch_size], negatives, cfg, rng, teacher)
         if cfg.anchor:
             loss = loss + cfg.anchor * (w - start_point).pow(2).sum()
         opt.zero_grad()
@@ -366,22 +379,39 @@ def mrr_guard(history: list[dict], corpora: list[str], key: str = "ict_mrr") -> 
 
 
 def _step(w: torch.nn.Parameter, batch: list, negatives: dict, cfg: TrainConfig,
-          rng: random.Random) -> torch.Tensor:
-    """Contrastive loss of one batch: positive i against all batch documents.
+          rng: random.Random, teacher: dict | None = None) -> torch.Tensor:
+    """Contrastive loss of one batch: positive i against all batch documents; with a `teacher`
+    (key -> {document row: score}), plus `cfg.distill` times the mean KL divergence from the teacher's
+    softmax to MaxSim's over each query's own positive and hard negatives that the teacher scored.
 
     A pair is (query states, row, positive states, row, query key or None);
     only pairs with a key get hard negatives, (states, row) of `negatives[key]`.
     """
     queries = [(qsrc, qi) for qsrc, qi, _, _, _ in batch]
     docs: list[tuple[Packed, int]] = [(dsrc, di) for _, _, dsrc, di, _ in batch]
-    for *_, qid in batch:
+    own: list[list[tuple[int, int]]] = []  # per query: (batch column, document row) of its own documents
+    for i, (*_, di, qid) in enumerate(batch):
         pool = negatives.get(qid, []) if qid else []
         picks = rng.sample(pool, min(cfg.negatives, len(pool))) if pool else []
+        own.append([(i, di)] + [(len(docs) + j, row) for j, (_, row) in enumerate(picks)])
         docs += picks
     q, qmask = _pad_mixed(queries)
     d, dmask = _pad_mixed(docs)
-    scores = _scores(w, q, qmask, d, dmask) / cfg.temperature
-    return torch.nn.functional.cross_entropy(scores, torch.arange(len(batch)))
+    raw = _scores(w, q, qmask, d, dmask)
+    loss = torch.nn.functional.cross_entropy(raw / cfg.temperature, torch.arange(len(batch)))
+    if teacher and cfg.distill:
+        terms = []
+        for i, (*_, qid) in enumerate(batch):
+            known = teacher.get(qid, {}) if qid else {}
+            cols = [(c, known[row]) for c, row in own[i] if row in known]
+            if len(cols) < 2:
+                continue
+            target = torch.softmax(torch.tensor([t for _, t in cols]) / cfg.distill_temperature, dim=0)
+            student = torch.log_softmax(raw[i, [c for c, _ in cols]] / cfg.temperature, dim=0)
+            terms.append(torch.nn.functional.kl_div(student, target, reduction="sum"))
+        if terms:
+            loss = loss + cfg.distill * torch.stack(terms).mean()
+    return loss
 
 
 # Kinds of unlabelled pairs: the name logs and reports use, and the TrainConfig field listing their corpora.
