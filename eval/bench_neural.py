@@ -1,14 +1,17 @@
 """Benchmark: do the neural stages pay their way? First stages against late-interaction cascades,
 each collection with the late model trained without it (leave one collection out).
 
-    python eval/bench_neural.py --models DIR [--workdir /tmp/bench_neural] [--cache-dir DIR]
+    python eval/bench_neural.py --models DIR [DIR ...] [--workdir /tmp/bench_neural] [--cache-dir DIR]
         [--states-root DIR] [--choices FILE] [--threads 1] [--validation-only]
 
 DIR holds the checkpoints `python eval/train_late_loo.py --output-dir DIR` writes:
 DIR/X/late.safetensors for X in cacm, cranfield, vaswani, scifact (trained on
 every bundled judgement but X's, SQuAD 2.0 dev questions included) and
 DIR/all/late.safetensors (every judgement but SciFact test: the shipped
-candidate).
+candidate). Given several DIRs (training runs with other settings, on the
+same sources and held-out split), each model is the one of them with the best
+recorded validation figure (the mean over its training sources of held-out
+nDCG@10 at its chosen epoch), a choice written down with the others.
 
 For each of CACM, Cranfield, Vaswani and SciFact (test): bm25, hybrid (BM25 +
 dense, the registry's defaults), bm25>>late and hybrid>>late (the late
@@ -210,7 +213,8 @@ HEAD = ("| model | chosen on | first stage | fusion | depth | validation objecti
 
 
 def validation_section(val: dict[str, TopicSet], models: dict[str, Path],
-                       shipped_sets: list[TopicSet], candidates: list[str]) -> tuple[str, dict, str]:
+                       shipped_sets: list[TopicSet], candidates: list[str],
+                       runs: tuple[list[Path], list[str]] = ([], [])) -> tuple[str, dict, str]:
     """The fusion choices (per first stage) for each held-out collection's LOO model, then for each
     shipped candidate on `shipped_sets` and which candidate ships, with their validation figures."""
     choices: dict = {}
@@ -237,11 +241,19 @@ def validation_section(val: dict[str, TopicSet], models: dict[str, Path],
     for name, path in models.items():
         epochs.append(epoch_row(name, path))
     verdict = ", ".join(f"{n} {means[n]:.4f}" for n in candidates)
+    dirs, picked = runs
+    among = "" if len(dirs) < 2 else (
+        "Each model chosen among the training runs "
+        + ", ".join(f"({i + 1}) `{d}`" for i, d in enumerate(dirs))
+        + " by that recorded figure (bold: chosen):\n\n| model | "
+        + " | ".join(f"run {i + 1}" for i in range(len(dirs)))
+        + " |\n|---|" + "---:|" * len(dirs) + "\n" + "\n".join(picked) + "\n\n")
     text = ("## Validation: the models' epochs, and the fusion and depth per first stage, leave one "
             "collection out\n\n"
             "Each model's epoch (the mean over its training sources of held-out nDCG@10; epoch 0 is "
             "zero-shot MaxSim, a candidate):\n\n" + "\n".join(epochs)
-            + "\n\nFusion objective: mean over the validation topic sets of (nDCG@10 + MAP) / 2 of the first "
+            + "\n\n" + among
+            + "Fusion objective: mean over the validation topic sets of (nDCG@10 + MAP) / 2 of the first "
             "stage's cascade with the row's model, chosen for each first stage on its own; grid: "
             "interpolation weight " + ", ".join(map(str, WEIGHTS))
             + " (on the first stage; 0 is MaxSim alone) or rrf (k = 60), depth " + ", ".join(map(str, DEPTHS))
@@ -324,17 +336,36 @@ def words(n: int) -> str:
     return {1: "one", 2: "two", 3: "three", 4: "four"}.get(n, str(n))
 
 
-def load_models(models_dir: Path, collections: list[str]) -> dict[str, tuple[Path, np.ndarray]]:
+def recorded_mean(path: Path) -> float:
+    """A LOO checkpoint's validation figure: the mean over its sources of held-out nDCG@10 at its epoch."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="numpy") as f:
+        return float(json.loads(f.metadata()["info"])["mean_heldout_ndcg10"])
+
+
+def load_models(models_dirs: list[Path], collections: list[str]) -> tuple[dict[str, tuple[Path, np.ndarray]],
+                                                                          list[str]]:
     """Each held-out collection's checkpoint and the shipped candidate when there is one: name -> (path,
-    projection)."""
+    projection). With several directories (training runs on the same sources and held-out split), each
+    name's checkpoint is the one with the best recorded mean held-out nDCG@10 (ties: the first given);
+    also returns the table rows of that choice."""
     from retrieval.late.model import load_checkpoint
 
-    out = {}
+    out, rows = {}, []
     for name in [*collections, SHIPPED]:
-        path = models_dir / name / "late.safetensors"
-        if name != SHIPPED or path.is_file():
-            out[name] = (path, load_checkpoint(path)[0])
-    return out
+        paths = [d / name / "late.safetensors" for d in models_dirs]
+        figures = {i: recorded_mean(p) for i, p in enumerate(paths) if p.is_file()}
+        if not figures:
+            if name != SHIPPED:
+                raise SystemExit(f"no checkpoint for {name} in {', '.join(map(str, models_dirs))}")
+            continue
+        best = max(figures, key=lambda i: (figures[i], -i))
+        out[name] = (paths[best], load_checkpoint(paths[best])[0])
+        rows.append(f"| {name} | " + " | ".join(
+            "-" if i not in figures else f"**{figures[i]:.4f}**" if i == best else f"{figures[i]:.4f}"
+            for i in range(len(paths))) + " |")
+    return out, rows
 
 
 def held_out_topics(models: dict[str, tuple[Path, np.ndarray]], collection: str) -> set[str]:
@@ -357,7 +388,9 @@ def held_out_topics(models: dict[str, tuple[Path, np.ndarray]], collection: str)
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", type=Path, required=True)
+    ap.add_argument("--models", type=Path, nargs="+", required=True,
+                    help="directories of LOO checkpoints (train_late_loo.py --output-dir); with several, each"
+                    " model is chosen among them by its recorded validation figure")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/bench_neural"))
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--threads", type=int, default=1)
@@ -385,7 +418,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     collections = args.collections
-    models = load_models(args.models, collections)
+    models, picked = load_models(args.models, collections)
     encoder = TokenEncoder(None, threads=args.threads, progress=False)
     indexes = {c: index_for(c, args.workdir, c not in args.no_dense) for c in collections}
     stored = {c: Index.open(args.states_root / c) for c in collections
@@ -412,11 +445,13 @@ def main() -> None:
         for name, projection in candidates.items():
             s.score(name, projection)
     paths = {n: p for n, (p, _) in models.items()}
-    validation, choices, winner = validation_section(val, paths, shipped_sets, list(candidates))
+    validation, choices, winner = validation_section(val, paths, shipped_sets, list(candidates),
+                                                     (args.models, picked))
     choices_file = args.choices or args.workdir / "choices.json"
     choices_file.parent.mkdir(parents=True, exist_ok=True)
     choices_file.write_text(json.dumps(
         {"written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "shipped_model_on_validation": winner,
+         "models": {n: str(p) for n, p in paths.items()},
          "choices": {f"{m} / {f}": v for (m, f), v in choices.items()}}, indent=1))
     print(validation, flush=True)
     if args.validation_only:
