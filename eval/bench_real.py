@@ -11,7 +11,10 @@ when N is 0 or larger); the slice and every index go under --scratch
 their recorded time and memory unless --rebuild.
 
 Every build runs in a fresh child process on one thread, so its peak RSS
-(getrusage of the child) is its own:
+(getrusage of the child) is its own; each child also records its CPU seconds
+and the machine's load (1-minute average, `os.getloadavg`, what `uptime`
+shows) before and after, printed beside the wall times, since the machine may
+be shared:
 - ours: `build_index(workers=1)`, this project's Lucene-compatible analysis;
 - bm25s 0.3 (numba backend at search time): its own tokenizer, English
   stopwords, no stemmer (PyStemmer is not installed), method "lucene";
@@ -167,6 +170,19 @@ def build_pisa(corpus: Path, out: Path) -> dict:
     }
 
 
+def load() -> float:
+    """The machine's load, 1-minute average (what `uptime` shows first): other work beside a run."""
+    return round(os.getloadavg()[0], 2)
+
+
+def measured(fn, *args) -> dict:
+    """fn(*args) with the machine load before and after it and the CPU seconds it took (its process and
+    children, all threads), so that a wall time taken beside other work can be read."""
+    before, cpu = load(), time.process_time()
+    result = fn(*args)
+    return result | {"load": [before, load()], "cpu": time.process_time() - cpu}
+
+
 BUILDS = {"ours": build_ours, "bm25s": build_bm25s, "tantivy": build_tantivy, "pisa": build_pisa}
 
 
@@ -309,17 +325,25 @@ def table(builds: dict, search: dict, passages_count: int) -> str:
     lines.append("| ours / fastest peer, within each round | " + " | ".join(ratio_cells) + " | |")
     lines += [
         "",
-        "| engine | build wall s (1 thread) | build peak RSS GB | postings MB | on disk MB |",
-        "|---|---:|---:|---:|---:|",
+        "| engine | build wall s (1 thread) | build CPU s | machine load before → after | build peak RSS GB"
+        " | postings MB | on disk MB |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for engine, b in builds.items():
         if "error" in b:
-            lines.append(f"| {engine} | did not build: {b['error']} | | | |")
+            lines.append(f"| {engine} | did not build: {b['error']} | | | | | |")
             continue
+        cpu = f"{b['cpu']:,.1f}" if "cpu" in b else "not recorded"
+        machine = " → ".join(f"{x:.2f}" for x in b["load"]) if "load" in b else "not recorded"
         lines.append(
-            f"| {engine} | {b['seconds']:,.1f} | {b['rss']:.2f} | {b['postings'] / 1e6:,.1f} | "
-            f"{b['bytes'] / 1e6:,.1f} |"
+            f"| {engine} | {b['seconds']:,.1f} | {cpu} | {machine} | {b['rss']:.2f} | "
+            f"{b['postings'] / 1e6:,.1f} | {b['bytes'] / 1e6:,.1f} |"
         )
+    if "load" in search:
+        start, end = search["load"]
+        lines += ["", "Machine load (1-minute average, as `uptime` shows) when the search child started"
+                  f" and ended: {start:.2f} → {end:.2f} ({os.cpu_count()} cores; above 1, other work shared"
+                  " the machine)."]
     return (
         f"{passages_count:,} passages (the first of the corpus), {search['squad/queries']:,} SQuAD questions"
         f" and {search['titles/queries']:,} titles.\n\n" + "\n".join(lines)
@@ -401,9 +425,9 @@ def main() -> None:
     if a.child:
         kind, *args = a.child
         if kind == "search":
-            print(json.dumps(child_search(Path(args[0]), Path(args[1]), args[2], int(args[3]))))
+            print(json.dumps(measured(child_search, Path(args[0]), Path(args[1]), args[2], int(args[3]))))
         else:
-            print(json.dumps(BUILDS[kind](Path(args[0]), Path(args[1]))))
+            print(json.dumps(measured(BUILDS[kind], Path(args[0]), Path(args[1]))))
         return
     if a.wiki is None or not (a.wiki / "corpus.jsonl").is_file():
         raise SystemExit("--wiki: the output directory of ../shared/tools/wiki_passages.py (corpus.jsonl)")
