@@ -185,9 +185,13 @@ def load() -> float:
 def measured(fn, *args) -> dict:
     """fn(*args) with the machine load before and after it and the CPU seconds it took (its process and
     children, all threads), so that a wall time taken beside other work can be read."""
-    before, cpu = load(), time.process_time()
+    def cpu() -> float:
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.process_time() + children.ru_utime + children.ru_stime
+
+    before, start = load(), cpu()
     result = fn(*args)
-    return result | {"load": [before, load()], "cpu": time.process_time() - cpu}
+    return result | {"load": [before, load()], "cpu": cpu() - start}
 
 
 def index_dir(engine: str) -> str:
@@ -450,6 +454,7 @@ def main() -> None:
     global THREADS
     THREADS = a.threads
     os.environ["BENCH_REAL_THREADS"] = str(a.threads)  # the children's THREADS
+    os.environ["NUMBA_NUM_THREADS"] = str(a.threads)  # numba's pool (bm25s, ours) is sized when imported
     if "ours" not in a.engines:
         raise SystemExit("--engines must include ours")
     scratch = a.scratch or a.wiki / f"bench-{a.passages or 'all'}"
