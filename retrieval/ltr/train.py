@@ -10,7 +10,13 @@ stage's normalised score (`base`, model.py). `lambdarank` has two more
 settings: `gain`, the label gain of graded judgements (`exp`: LightGBM's
 2^grade - 1; `linear`: the grade itself, as trec_eval's nDCG counts it), and
 `truncation`, how deep its pairs reach (LightGBM's lambdarank_truncation_level;
-default 30). The linear model is a pair-wise
+default 30). `monotone` (true or false) constrains the trees to LightGBM's
+monotone_constraints: a tree's output may only rise with every stage score
+(bm25, qld, qljm, rm3, dense, late, hybrid, the first stage's score, the
+per-field scores) and only fall with the first stage's rank (MONOTONE), so a
+model cannot learn a training collection's non-monotone quirks of a score;
+document length and the query features stay free. `feature_fraction` is
+LightGBM's share of features each tree sees (default 1). The linear model is a pair-wise
 logistic ranker (RankNet's loss on a linear score, L2-regularised, fitted by
 scipy's L-BFGS). Coordinate ascent (coordinate.py) fits linear weights to the
 training queries' nDCG@10 or MAP directly, RankLib's way. For each kind, each
@@ -46,6 +52,17 @@ GRIDS: dict[str, dict[str, Sequence[Any]]] = {
     "coordascent": {"measure": ("nDCG@10", "MAP"), "normalisation": ("minmax", "zscore"), "restarts": (3,)},
 }
 MAX_PAIRS = 2000  # per query, for the linear model's loss (drawn with a fixed seed)
+
+
+MONOTONE = {"first_score": 1, "first_rank": -1, "bm25": 1, "qld": 1, "qljm": 1, "rm3": 1, "dense": 1,
+            "late": 1, "hybrid": 1, "bm25f": 1}  # the direction relevance goes with each stage score
+MONOTONE_PREFIX = "bm25_"  # the per-field BM25 scores: rising too
+
+
+def monotone_constraints(names: Sequence[str]) -> list[int]:
+    """LightGBM's monotone_constraints for the features: +1 for a stage score, -1 for the first stage's
+    rank, 0 (free) for document length and the query features."""
+    return [MONOTONE.get(n, 1 if n.startswith(MONOTONE_PREFIX) else 0) for n in names]
 
 
 LAMBDARANK_ONLY = ("gain", "truncation")  # settings no other objective reads
@@ -143,11 +160,14 @@ def fit(kind: str, settings: Mapping[str, Any], names: Sequence[str], runs: Sequ
     lgb_params = {"objective": objective, "num_leaves": settings["num_leaves"],
                   "min_data_in_leaf": settings["min_data_in_leaf"],
                   "learning_rate": float(settings.get("learning_rate", LEARNING_RATE)),
-                  "feature_fraction": 1.0, "lambda_l2": 1.0, "max_bin": 255, "num_threads": 1,
+                  "feature_fraction": float(settings.get("feature_fraction", 1.0)), "lambda_l2": 1.0, "max_bin": 255, "num_threads": 1,
                   "deterministic": True, "force_row_wise": True, "seed": 0, "verbose": -1,
                   "metric": "ndcg", "eval_at": [10]}
     if objective == "lambdarank":
         lgb_params |= _label_gain(settings)
+    if settings.get("monotone", False):
+        lgb_params |= {"monotone_constraints": monotone_constraints(names),
+                       "monotone_constraints_method": "intermediate"}
     train_set = lightgbm.Dataset(x, y, group=groups, feature_name=list(names), free_raw_data=False,
                                  init_score=start.base_scores(x) if base else None)
     callbacks, valid_sets = [], []
