@@ -121,11 +121,12 @@ def judged_grades(runs: Sequence[FeatureRun], qrels: Sequence[Qrel]) -> list[lis
             for q, (ids, _) in run.features.items() if q in judged and ids]
 
 
-def score(model: LTRModel, runs: Sequence[FeatureRun], qrels: Sequence[Qrel]) -> float:
-    """Mean validation nDCG@10 over the judged queries of all runs (pooled)."""
+def score(model: LTRModel | None, runs: Sequence[FeatureRun], qrels: Sequence[Qrel]) -> float:
+    """Mean validation nDCG@10 over the judged queries of all runs (pooled); with no model, the first
+    stage's own ranking of the candidates."""
     values = []
     for run, judged in zip(runs, qrels):
-        ranked = model.rerank(run)
+        ranked = model.rerank(run) if model is not None else Run({q: run[q] for q in run.features})
         answered = Qrels({q: j for q, j in judged.items() if q in run.features})
         if answered:
             values.append((evaluate(ranked, answered, VALIDATION_MEASURE)[VALIDATION_MEASURE], len(answered)))
@@ -219,9 +220,11 @@ def _pairwise_logistic(x: np.ndarray, y: np.ndarray, groups: Sequence[int], l2: 
 
 def train(kind: str, names: Sequence[str], runs: Sequence[FeatureRun], qrels: Sequence[Qrel],
           valid_runs: Sequence[FeatureRun], valid_qrels: Sequence[Qrel],
-          grid: Mapping[str, Sequence[Any]] | None = None) -> LTRModel:
+          grid: Mapping[str, Sequence[Any]] | None = None, fallback: bool = False) -> LTRModel:
     """The model of the setting with the best validation nDCG@10 (early stopping on validation too),
-    with every setting's validation figure recorded in its info."""
+    with every setting's validation figure recorded in its info, and the first stage's own figure on
+    the same queries. With `fallback`, the first stage is a candidate too: a model not strictly above
+    it on validation is marked a fallback (it keeps the first stage's ranking)."""
     tried = []
     best: tuple[float, LTRModel] | None = None
     for settings in settings_grid(kind, grid):
@@ -231,7 +234,9 @@ def train(kind: str, names: Sequence[str], runs: Sequence[FeatureRun], qrels: Se
         if best is None or value > best[0]:
             best = (value, model)
     value, model = best
-    model.info |= {"validation": {VALIDATION_MEASURE: value, "tried": tried}}
+    first = score(None, valid_runs, valid_qrels)
+    model.fallback = fallback and not value > first
+    model.info |= {"validation": {VALIDATION_MEASURE: value, "first_stage": first, "tried": tried}}
     return model
 
 
