@@ -240,8 +240,8 @@ def choose(folds, loo: dict[str, str], path: Path | None, collections: list[str]
            protocol: str = "nested") -> dict:
     """Every (test collection, learned ranker)'s nested-validated setting, read from `path` when it
     holds them for these grids, else chosen and written there (before any test figure). Under the
-    `transfer` and `shift` protocols each choice also records the hybrid's validation figure on the same queries and
-    `fallback` (true when the learned ranker does not beat it)."""
+    `transfer` and `shift` protocols each choice also records the hybrid's validation figure on the
+    same queries and `fallback` (true when the learned ranker does not beat it)."""
     table = grids_for(protocol)
     grids = json.loads(json.dumps({k: table[k] for k in kinds}))
     choices = json.loads(path.read_text()) if path is not None and path.is_file() else {}
@@ -411,8 +411,8 @@ def main() -> None:
             " linear models: |weight| share over normalised features). Grids: "
             + "; ".join(f"{k}: " + ", ".join(f"{p} {list(v)}" for p, v in grids[k].items())
                         for k in kinds)
-            + (f". Protocol `{args.protocol}`: the hybrid itself is a candidate of every choice; a learned ranker"
-               " whose chosen setting's mean validation nDCG@10 is not strictly above the hybrid's"
+            + (f". Protocol `{args.protocol}`: the hybrid itself is a candidate of every choice; a learned"
+               " ranker whose chosen setting's mean validation nDCG@10 is not strictly above the hybrid's"
                " on the same validation queries falls back to the hybrid's ranking"
                " (its test row is then the hybrid's)"
                if args.protocol in FALLBACK_PROTOCOLS else "")

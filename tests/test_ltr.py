@@ -300,15 +300,16 @@ def test_monotone_lambdamart_only_rises_with_a_stage_score():
     grid = np.column_stack([np.linspace(0, 1, 21), np.full(21, 0.5)])
     rises = {}
     for monotone in (False, True):
-        settings = {"objective": "lambdarank", "num_leaves": 3, "min_data_in_leaf": 20, "normalisation": "none",
-                    "base": 0.0, "monotone": monotone}
+        settings = {"objective": "lambdarank", "num_leaves": 3, "min_data_in_leaf": 20,
+                    "normalisation": "none", "base": 0.0, "monotone": monotone}
         predicted = fit("lambdamart", settings, run.names, [run], [Qrels(qrels)], trees=30).predict(grid)
         rises[monotone] = bool(np.all(np.diff(predicted) >= 0))
     assert rises == {False: False, True: True}
 
 
 @pytest.mark.parametrize("first_is_right", [True, False])
-def test_train_ltr_fallback_keeps_the_first_stage_unless_validation_beats_it(first_is_right, tmp_path, capsys):
+def test_train_ltr_fallback_keeps_the_first_stage_unless_validation_beats_it(first_is_right, tmp_path,
+                                                                            capsys):
     """`train ltr --fallback`: the first stage is a candidate; a model not strictly above it on validation
     is stored as a fallback and reranks to the first stage's ranking (after a save and load too)."""
     from retrieval.types import Run
@@ -317,7 +318,8 @@ def test_train_ltr_fallback_keeps_the_first_stage_unless_validation_beats_it(fir
     valid, valid_qrels = _synthetic_collection(1, first_is_right)
     model = train("linear", run.names, [run], [qrels], [valid], [valid_qrels], SMALL["linear"], fallback=True)
     assert model.fallback is first_is_right
-    assert (model.info["validation"]["nDCG@10"] > model.info["validation"]["first_stage"]) is not first_is_right
+    validation = model.info["validation"]
+    assert (validation["nDCG@10"] > validation["first_stage"]) is not first_is_right
     first = Run({q: valid[q] for q in valid.features})
     model.save(tmp_path / "m")
     back = load_model(tmp_path / "m")

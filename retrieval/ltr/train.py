@@ -161,7 +161,8 @@ def fit(kind: str, settings: Mapping[str, Any], names: Sequence[str], runs: Sequ
     lgb_params = {"objective": objective, "num_leaves": settings["num_leaves"],
                   "min_data_in_leaf": settings["min_data_in_leaf"],
                   "learning_rate": float(settings.get("learning_rate", LEARNING_RATE)),
-                  "feature_fraction": float(settings.get("feature_fraction", 1.0)), "lambda_l2": 1.0, "max_bin": 255, "num_threads": 1,
+                  "feature_fraction": float(settings.get("feature_fraction", 1.0)), "lambda_l2": 1.0,
+                  "max_bin": 255, "num_threads": 1,
                   "deterministic": True, "force_row_wise": True, "seed": 0, "verbose": -1,
                   "metric": "ndcg", "eval_at": [10]}
     if objective == "lambdarank":
