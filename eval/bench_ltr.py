@@ -1,7 +1,7 @@
 """Learning to rank in the cascade, leave-one-collection-out, against the hybrid (issue 52).
 
     python eval/bench_ltr.py [--indexes DIR] [--cache DIR] [--depth 100] [--choices FILE [--choose-only]]
-                             [--late-loo NAME=CHECKPOINT ...]
+                             [--late-loo NAME=CHECKPOINT ...] [--protocol nested|transfer|shift]
 
 On CACM, Cranfield, Vaswani and SciFact (test topics): the single stages
 (BM25, QLD, BM25+RM3, BM25+Rocchio, dense, dense Rocchio, late MaxSim over the
