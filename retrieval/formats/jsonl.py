@@ -13,11 +13,6 @@ from retrieval.errors import InputError
 from retrieval.formats.textfile import check_id, check_utf8, head_text, read_text, streamed_lines
 from retrieval.types import Document, Queries
 
-try:  # optional: parses a corpus's lines several times faster than json (values checked against json's)
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - json alone gives the same records
-    _orjson = None
-
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
 EXPECTED = "expected a JSON object with an \"_id\" (BEIR) or \"id\" and \"contents\" (Anserini)"
 
@@ -47,7 +42,7 @@ def _parsed(path: str | Path) -> Iterator[tuple[int, object, bool]]:
         return
     for n, line in streamed_lines(path):
         try:
-            value = _loads(line)
+            value = json.loads(line)
         except ValueError as e:
             raise InputError(f"invalid JSON ({e.args[0].split(':')[0]}); expected one JSON object"
                              " per line", path, n) from None
@@ -55,28 +50,6 @@ def _parsed(path: str | Path) -> Iterator[tuple[int, object, bool]]:
             raise InputError("invalid JSON (nested too deeply); expected one JSON object per line",
                              path, n) from None
         yield n, value, "\\u" in line
-
-
-def _loads(line: str) -> object:
-    """json.loads(line), through orjson when it is installed. orjson refuses what json reads and it
-    does not (lone surrogates, NaN, numbers beyond a double) and reads integers beyond 64 bits as
-    floats: a line it refuses, or whose record holds a float (at its top or in its `metadata`,
-    where read_jsonl_documents looks), is read by json, so the values and errors are json's."""
-    if _orjson is not None:
-        try:
-            value = _orjson.loads(line)
-        except _orjson.JSONDecodeError:
-            return json.loads(line)
-        if not isinstance(value, dict) or not _holds_float(value):
-            return value
-    return json.loads(line)
-
-
-def _holds_float(record: dict) -> bool:
-    """Whether a value of the record, or of its `metadata` object, is a float."""
-    nested = record.get("metadata")
-    return any(type(v) is float for v in record.values()) or (
-        isinstance(nested, dict) and any(type(v) is float for v in nested.values()))
 
 
 def _array_elements(path: str | Path) -> Iterator[tuple[int, object]]:
