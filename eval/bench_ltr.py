@@ -1,7 +1,7 @@
 """Learning to rank in the cascade, leave-one-collection-out, against the hybrid (issue 52).
 
     python eval/bench_ltr.py [--indexes DIR] [--cache DIR] [--depth 100] [--choices FILE [--choose-only]]
-                             [--late-loo NAME=CHECKPOINT ...]
+                             [--late-loo NAME=CHECKPOINT ...] [--protocol nested|transfer|shift]
 
 On CACM, Cranfield, Vaswani and SciFact (test topics): the single stages
 (BM25, QLD, BM25+RM3, BM25+Rocchio, dense, dense Rocchio, late MaxSim over the
@@ -48,8 +48,15 @@ model's L2 grid extends past its former edge (1e4, 1e5), and the hybrid itself i
 candidate of every choice: a learned ranker is used only when its chosen
 setting's mean validation nDCG@10 (the same nested folds) is strictly above the
 hybrid's own on the same validation queries; otherwise its row is the hybrid's
-ranking (a fallback, shown in the settings table). The default protocol
-(`nested`) is the earlier one, unchanged. nDCG@10 and MAP, each system against the
+ranking (a fallback, shown in the settings table). `--protocol shift`
+(issue 52c), also fixed before any of its figures were computed, is `transfer`
+with LambdaMART's grid extended against the distribution shift between
+collections: `monotone` (false or true: LightGBM's monotone constraints, the
+output only rising with each stage score and the first stage's score, only
+falling with its rank) and `num_leaves` 3 or 7, beside the former settings
+(normalisation z-score or rank, `base` 0 or 1, i.e. trees from nothing or a
+residual over the hybrid's normalised score, gain exp or linear). The default
+protocol (`nested`) is the earlier one, unchanged. nDCG@10 and MAP, each system against the
 hybrid by paired t-test and Wilcoxon (Holm over the systems of a table), per
 collection and over the pooled queries of the four.
 """
@@ -91,14 +98,18 @@ GRIDS = {  # nested-validated; few leaves, many rows per leaf: strong regularisa
 }
 LABELS = {"lambdamart": "LTR LambdaMART", "linear": "LTR linear", "coordascent": "LTR coord. ascent"}
 ZERO_SHOT = "zero-shot"
-PROTOCOLS = ("nested", "transfer")
+PROTOCOLS = ("nested", "transfer", "shift")
+FALLBACK_PROTOCOLS = ("transfer", "shift")  # the hybrid is a candidate of every choice
 TRANSFER_L2 = (0.1, 10.0, 1000.0, 1e4, 1e5)  # --protocol transfer: past the former edge (1000)
+SHIFT_LAMBDAMART = GRIDS["lambdamart"] | {"num_leaves": (3, 7), "monotone": (False, True)}
 
 
 def grids_for(protocol: str) -> dict:
-    """The grids of a protocol: `transfer` extends the linear model's L2 past 1000."""
-    if protocol == "transfer":
-        return GRIDS | {"linear": GRIDS["linear"] | {"l2": TRANSFER_L2}}
+    """The grids of a protocol: `transfer` extends the linear model's L2 past 1000; `shift` also tries
+    LambdaMART with monotone constraints and with 3-leaf trees (a superset of the former grid)."""
+    if protocol in FALLBACK_PROTOCOLS:
+        grids = GRIDS | {"linear": GRIDS["linear"] | {"l2": TRANSFER_L2}}
+        return grids | {"lambdamart": SHIFT_LAMBDAMART} if protocol == "shift" else grids
     return GRIDS
 
 
@@ -229,8 +240,8 @@ def choose(folds, loo: dict[str, str], path: Path | None, collections: list[str]
            protocol: str = "nested") -> dict:
     """Every (test collection, learned ranker)'s nested-validated setting, read from `path` when it
     holds them for these grids, else chosen and written there (before any test figure). Under the
-    `transfer` protocol each choice also records the hybrid's validation figure on the same queries and
-    `fallback` (true when the learned ranker does not beat it)."""
+    `transfer` and `shift` protocols each choice also records the hybrid's validation figure on the
+    same queries and `fallback` (true when the learned ranker does not beat it)."""
     table = grids_for(protocol)
     grids = json.loads(json.dumps({k: table[k] for k in kinds}))
     choices = json.loads(path.read_text()) if path is not None and path.is_file() else {}
@@ -262,7 +273,7 @@ def choose(folds, loo: dict[str, str], path: Path | None, collections: list[str]
                 print(f"{name} {kind}: {shown} ({value:.4f})", file=sys.stderr, flush=True)
             elif protocol == "nested" or "fallback" in choices[key]:
                 continue
-            if protocol == "transfer":
+            if protocol in FALLBACK_PROTOCOLS:
                 first, first_held = first_stage_validation(data, train)
                 choices[key] |= {"hybrid_validation": first, "hybrid_per_held_out": first_held,
                                  "fallback": not choices[key]["validation"] > first}
@@ -318,7 +329,8 @@ def main() -> None:
                     help="the learned rankers (default all three)")
     ap.add_argument("--protocol", choices=PROTOCOLS, default="nested",
                     help="nested (default): nested leave-one-collection-out choice; transfer: also the"
-                    " hybrid itself as a candidate (fallback) and the linear L2 grid extended to 1e5")
+                    " hybrid itself as a candidate (fallback) and the linear L2 grid extended to 1e5;"
+                    " shift: transfer, and LambdaMART's grid adds monotone constraints and 3-leaf trees")
     ap.add_argument("--late-loo", action="append", default=[], metavar="NAME=CHECKPOINT",
                     help="for held-out collection NAME, the late feature from a checkpoint trained without"
                     " it (default: zero-shot MaxSim for every collection)")
@@ -399,11 +411,14 @@ def main() -> None:
             " linear models: |weight| share over normalised features). Grids: "
             + "; ".join(f"{k}: " + ", ".join(f"{p} {list(v)}" for p, v in grids[k].items())
                         for k in kinds)
-            + (". Protocol `transfer`: the hybrid itself is a candidate of every choice; a learned ranker"
-               " whose chosen setting's mean validation nDCG@10 is not strictly above the hybrid's"
+            + (f". Protocol `{args.protocol}`: the hybrid itself is a candidate of every choice; a learned"
+               " ranker whose chosen setting's mean validation nDCG@10 is not strictly above the hybrid's"
                " on the same validation queries falls back to the hybrid's ranking"
                " (its test row is then the hybrid's)"
-               if args.protocol == "transfer" else "")
+               if args.protocol in FALLBACK_PROTOCOLS else "")
+            + ("; LambdaMART's `monotone`: LightGBM's monotone constraints (the tree output only rises"
+               " with every stage score and the first stage's score, only falls with its rank;"
+               " retrieval/ltr/train.py MONOTONE)" if args.protocol == "shift" else "")
             + ". LightGBM: L2 1.0, up to 300 trees, early stopping after 30 on the held-out collection's"
             " nDCG@10. Coordinate ascent: RankLib's, first restart from the hybrid's score alone"
             " (retrieval/ltr/coordinate.py).\n",

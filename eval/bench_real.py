@@ -1,7 +1,7 @@
-"""Benchmark: BM25 on real text (Wikipedia passages) against bm25s, tantivy and PISA, one thread.
+"""Benchmark: BM25 on real text (Wikipedia passages) against bm25s, tantivy and PISA, one thread (or two).
 
     python eval/bench_real.py --wiki /work/data/wiki [--passages 200000] [--scratch DIR] [--repeats 5]
-                              [--rebuild] [--engines ours bm25s tantivy pisa] [--out FILE]
+                              [--rebuild] [--engines ours bm25s tantivy pisa] [--threads 1] [--out FILE]
 
 The corpus and its two query sets come from ../shared/tools/wiki_passages.py
 (its docstring says how to build them; 1,370,691 passages): --wiki is its
@@ -11,7 +11,10 @@ when N is 0 or larger); the slice and every index go under --scratch
 their recorded time and memory unless --rebuild.
 
 Every build runs in a fresh child process on one thread, so its peak RSS
-(getrusage of the child) is its own:
+(getrusage of the child) is its own; each child also records its CPU seconds
+and the machine's load (1-minute average, `os.getloadavg`, what `uptime`
+shows) before and after, printed beside the wall times, since the machine may
+be shared:
 - ours: `build_index(workers=1)`, this project's Lucene-compatible analysis;
 - bm25s 0.3 (numba backend at search time): its own tokenizer, English
   stopwords, no stemmer (PyStemmer is not installed), method "lucene";
@@ -35,6 +38,11 @@ fastest peer taken within each round. tantivy's timed search returns its hits
 is left out of its timing. PISA is timed with several query algorithms and
 the best is shown. Top-10 overlap with ours (analyzers differ, so overlap, not
 identity) is the mean share of ours' top 10 each engine also returns.
+--threads 2 builds and searches on two threads where an engine can (ours:
+two analysis workers and two search threads; tantivy: a two-thread writer, its
+search one query at a time on one; PISA: two threads both ways; bm25s: its
+build has no thread setting, its search two), with indexes of their own
+(ENGINE-2t under the scratch directory) and a section of its own.
 Writes eval/results/real.md.
 """
 
@@ -51,8 +59,9 @@ import sys
 import time
 from pathlib import Path
 
+THREADS = int(os.environ.get("BENCH_REAL_THREADS", "1"))  # --threads (set by main for its children)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+os.environ.setdefault("NUMBA_NUM_THREADS", str(THREADS))
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "real.md"
@@ -90,7 +99,8 @@ def build_ours(corpus: Path, out: Path) -> dict:
     from retrieval.index.native import build_index
 
     start = time.perf_counter()
-    build_index(load_documents(corpus / "corpus.jsonl"), out, progress=False, workers=1, force=True)
+    build_index(load_documents(corpus / "corpus.jsonl"), out, progress=False, workers=THREADS,
+                force=True)
     seconds = time.perf_counter() - start
     inverted = out / "inverted"
     side = sum(
@@ -135,7 +145,7 @@ def build_tantivy(corpus: Path, out: Path) -> dict:
     schema.add_text_field("id", stored=True, tokenizer_name="raw")
     schema.add_text_field("body", stored=False, tokenizer_name="en_stem", index_option="freq")
     index = tantivy.Index(schema.build(), path=str(out))
-    writer = index.writer(heap_size=500_000_000, num_threads=1)
+    writer = index.writer(heap_size=500_000_000, num_threads=THREADS)
     for d in passages(corpus):
         writer.add_document(tantivy.Document(id=d["_id"], body=(d["title"] + " " + d["text"]).strip()))
     writer.commit()
@@ -154,9 +164,9 @@ def build_pisa(corpus: Path, out: Path) -> dict:
     from pyterrier_pisa import PisaIndex
 
     start = time.perf_counter()
-    index = PisaIndex(str(out), stemmer="porter2", threads=1, overwrite=True)
+    index = PisaIndex(str(out), stemmer="porter2", threads=THREADS, overwrite=True)
     index.index({"docno": d["_id"], "text": (d["title"] + " " + d["text"]).strip()} for d in passages(corpus))
-    index.bm25(k1=0.9, b=0.4, num_results=10, threads=1)(pd.DataFrame([{"qid": "0", "query": "warm"}]))
+    index.bm25(k1=0.9, b=0.4, num_results=10, threads=THREADS)(pd.DataFrame([{"qid": "0", "query": "warm"}]))
     seconds = time.perf_counter() - start
     compressed = [f for f in out.iterdir() if f.name.startswith("bm25.")]
     return {
@@ -165,6 +175,28 @@ def build_pisa(corpus: Path, out: Path) -> dict:
         "postings": sum(f.stat().st_size for f in compressed),
         "bytes": dir_bytes(out),
     }
+
+
+def load() -> float:
+    """The machine's load, 1-minute average (what `uptime` shows first): other work beside a run."""
+    return round(os.getloadavg()[0], 2)
+
+
+def measured(fn, *args) -> dict:
+    """fn(*args) with the machine load before and after it and the CPU seconds it took (its process and
+    children, all threads), so that a wall time taken beside other work can be read."""
+    def cpu() -> float:
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.process_time() + children.ru_utime + children.ru_stime
+
+    before, start = load(), cpu()
+    result = fn(*args)
+    return result | {"load": [before, load()], "cpu": cpu() - start}
+
+
+def index_dir(engine: str) -> str:
+    """An engine's index directory under the scratch directory (its own for --threads 2)."""
+    return engine if THREADS == 1 else f"{engine}-{THREADS}t"
 
 
 BUILDS = {"ours": build_ours, "bm25s": build_bm25s, "tantivy": build_tantivy, "pisa": build_pisa}
@@ -180,13 +212,13 @@ def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
         from retrieval.index.native import Index
         from retrieval.sparse.rankers import BM25
 
-        ours_index = Index.open(scratch / "ours", verify=False)
-        rankers = {k: BM25(ours_index, k1=0.9, b=0.4, hits=k, threads=1) for k in KS}
+        ours_index = Index.open(scratch / index_dir("ours"), verify=False)
+        rankers = {k: BM25(ours_index, k1=0.9, b=0.4, hits=k, threads=THREADS) for k in KS}
 
         def ours(texts: dict[str, str], k: int, method: str = "auto") -> list:
             ranker = rankers[k]
             weighted = [ranker.weighted(ranker.analyse(t)) for t in texts.values()]
-            results = ranker.searcher.search_many(weighted, k, 1, method=method)
+            results = ranker.searcher.search_many(weighted, k, THREADS, method=method)
             return [(ours_index.doc_id_objects[d], s) for d, s in results]
 
         ids = lambda results: [list(d) for d, _ in results]  # noqa: E731
@@ -196,17 +228,17 @@ def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
         sys.path.insert(0, str(HERE))
         from bench_scale import bm25s_searcher, load_bm25s
 
-        search = bm25s_searcher(load_bm25s(scratch / "bm25s", "numba"))
+        search = bm25s_searcher(load_bm25s(scratch / index_dir("bm25s"), "numba"))
         corpus_ids = [d["_id"] for d in passages(corpus)]  # bm25s numbers documents in corpus order
 
         def bm25s_ids(results: list) -> list:
             return [[corpus_ids[int(d[1:])] for d in docs] for docs, _ in results]
 
-        out["bm25s numba"] = (lambda t, k: search(list(t.values()), k, 1), bm25s_ids)
+        out["bm25s numba"] = (lambda t, k: search(list(t.values()), k, THREADS), bm25s_ids)
     if "tantivy" in engines:
         import tantivy
 
-        tantivy_index = tantivy.Index.open(str(scratch / "tantivy"))
+        tantivy_index = tantivy.Index.open(str(scratch / index_dir("tantivy")))
         searcher = tantivy_index.searcher()
         cleaned_cache: dict[str, object] = {}
 
@@ -229,10 +261,11 @@ def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
         import pandas as pd
         from pyterrier_pisa import PisaIndex
 
-        pisa_index = PisaIndex(str(scratch / "pisa"), stemmer="porter2", threads=1)
+        pisa_index = PisaIndex(str(scratch / index_dir("pisa")), stemmer="porter2", threads=THREADS)
         for algorithm in PISA_ALGORITHMS:
             retrievers = {
-                k: pisa_index.bm25(k1=0.9, b=0.4, num_results=k, threads=1, query_algorithm=algorithm)
+                k: pisa_index.bm25(k1=0.9, b=0.4, num_results=k, threads=THREADS,
+                                query_algorithm=algorithm)
                 for k in KS
             }
 
@@ -309,20 +342,30 @@ def table(builds: dict, search: dict, passages_count: int) -> str:
     lines.append("| ours / fastest peer, within each round | " + " | ".join(ratio_cells) + " | |")
     lines += [
         "",
-        "| engine | build wall s (1 thread) | build peak RSS GB | postings MB | on disk MB |",
-        "|---|---:|---:|---:|---:|",
+        f"| engine | build wall s ({THREADS} thread{'s' if THREADS > 1 else ''}) | build CPU s"
+        " | machine load before → after | build peak RSS GB"
+        " | postings MB | on disk MB |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for engine, b in builds.items():
         if "error" in b:
-            lines.append(f"| {engine} | did not build: {b['error']} | | | |")
+            lines.append(f"| {engine} | did not build: {b['error']} | | | | | |")
             continue
+        cpu = f"{b['cpu']:,.1f}" if "cpu" in b else "not recorded"
+        machine = " → ".join(f"{x:.2f}" for x in b["load"]) if "load" in b else "not recorded"
         lines.append(
-            f"| {engine} | {b['seconds']:,.1f} | {b['rss']:.2f} | {b['postings'] / 1e6:,.1f} | "
-            f"{b['bytes'] / 1e6:,.1f} |"
+            f"| {engine} | {b['seconds']:,.1f} | {cpu} | {machine} | {b['rss']:.2f} | "
+            f"{b['postings'] / 1e6:,.1f} | {b['bytes'] / 1e6:,.1f} |"
         )
+    if "load" in search:
+        start, end = search["load"]
+        lines += ["", "Machine load (1-minute average, as `uptime` shows) when the search child started"
+                  f" and ended: {start:.2f} → {end:.2f} ({os.cpu_count()} cores; above 1, other work shared"
+                  " the machine)."]
     return (
         f"{passages_count:,} passages (the first of the corpus), {search['squad/queries']:,} SQuAD questions"
-        f" and {search['titles/queries']:,} titles.\n\n" + "\n".join(lines)
+        f" and {search['titles/queries']:,} titles; {THREADS} thread{'s' if THREADS > 1 else ''} per engine"
+        " (--threads: what each engine does with them is in the script's docstring).\n\n" + "\n".join(lines)
     )
 
 
@@ -393,6 +436,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
     ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--threads", type=int, default=1, choices=(1, 2), help="threads per engine (default 1)")
     ap.add_argument(
         "--out", type=Path, default=RESULTS, help="the results file (default eval/results/real.md)"
     )
@@ -401,21 +445,25 @@ def main() -> None:
     if a.child:
         kind, *args = a.child
         if kind == "search":
-            print(json.dumps(child_search(Path(args[0]), Path(args[1]), args[2], int(args[3]))))
+            print(json.dumps(measured(child_search, Path(args[0]), Path(args[1]), args[2], int(args[3]))))
         else:
-            print(json.dumps(BUILDS[kind](Path(args[0]), Path(args[1]))))
+            print(json.dumps(measured(BUILDS[kind], Path(args[0]), Path(args[1]))))
         return
     if a.wiki is None or not (a.wiki / "corpus.jsonl").is_file():
         raise SystemExit("--wiki: the output directory of ../shared/tools/wiki_passages.py (corpus.jsonl)")
+    global THREADS
+    THREADS = a.threads
+    os.environ["BENCH_REAL_THREADS"] = str(a.threads)  # the children's THREADS
+    os.environ["NUMBA_NUM_THREADS"] = str(a.threads)  # numba's pool (bm25s, ours) is sized when imported
     if "ours" not in a.engines:
         raise SystemExit("--engines must include ours")
     scratch = a.scratch or a.wiki / f"bench-{a.passages or 'all'}"
     corpus, count = slice_corpus(a.wiki, scratch, a.passages)
     builds = {}
     for engine in a.engines:
-        record = scratch / f"{engine}.build.json"
+        record = scratch / f"{index_dir(engine)}.build.json"
         if a.rebuild or not record.is_file():
-            result = in_child(engine, str(corpus), str(scratch / engine))
+            result = in_child(engine, str(corpus), str(scratch / index_dir(engine)))
             record.write_text(json.dumps(result))
             print(engine, result, file=sys.stderr, flush=True)
         builds[engine] = json.loads(record.read_text())
@@ -423,7 +471,7 @@ def main() -> None:
     search = in_child("search", str(scratch), str(corpus), ",".join(usable), str(a.repeats))
     if "error" in search:
         raise SystemExit(f"search failed: {search['error']}")
-    (scratch / "search.json").write_text(json.dumps(search))
+    (scratch / f"search{index_dir('')}.json").write_text(json.dumps(search))
     from benchlib import publish
 
     text = (

@@ -110,6 +110,26 @@ class Analyzer:
             return stem
         return token
 
+    def analyse_tokens(self, tokens: list[str]) -> list[str]:
+        """`analyse_token` of each token, in one loop (a builder's batch of tokens it has not met)."""
+        stopwords, stems, porter = self.stopwords, self._stems, self.stemmer == "porter"
+        out = []
+        append = out.append
+        for token in tokens:
+            if len(token) >= 2 and token[-1] in "sS" and token[-2] in "'\u2019\uff07":
+                token = token[:-2]  # EnglishPossessiveFilter
+            token = token.lower() if token.isascii() else java_lower(token)
+            if not token or token in stopwords:
+                append("")
+            elif porter and "a" <= token[-1] <= "z":
+                stem = stems.get(token)
+                if stem is None:
+                    stem = stems[token] = porter_stem(token)
+                append(stem)
+            else:
+                append(token)
+        return out
+
     def __call__(self, text: str) -> list[str]:
         """The index terms of `text`, in order."""
         return list(filter(None, map(self._term_of.__getitem__, words(text))))

@@ -47,3 +47,25 @@ def test_tokens_not_ending_in_a_letter_are_their_own_porter_stem():
                                         analyzer.stopwords else "")
     assert analyzer("Running cafés in 1987 and 3,000 x86 boxes") == ["run", "café", "1987", "3,000", "x86",
                                                                       "box"]
+
+
+def test_indexing_and_searching_need_no_nltk(tmp_path):
+    """NLTK is a test and bench extra only (the reference for our Porter stemmer): the core runs
+    without it. A child process with `nltk` made unimportable indexes and searches a tiny collection."""
+    import json
+    import subprocess
+    import sys
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"id": f"d{i}", "contents": text}) + "\n"
+                            for i, text in enumerate(["Running cats", "dogs running fast", "cats and dogs"])))
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("1\tcat\n")
+    code = ("import sys; sys.modules['nltk'] = None\n"
+            "from retrieval.cli import main\n"
+            f"main(['index', '--collection', {str(docs)!r}, '--index', {str(tmp_path / 'i')!r}])\n"
+            f"main(['search', '--index', {str(tmp_path / 'i')!r}, '--topics', {str(topics)!r},"
+            f" '--output', {str(tmp_path / 'run.txt')!r}])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert [line.split()[2] for line in (tmp_path / "run.txt").read_text().splitlines()] == ["d0", "d2"]

@@ -81,16 +81,32 @@ def test_index_through_text_equals_index_through_tokens(tmp_path):
     analyzer = Analyzer()
     rng = random.Random(5)
     pool = ["alpha", "Beta", "gamma's", "café", "naïve", "1,000", "the", "DELTA", "Ωmega", "e.g", "x_y",
-            "Ωmega’s", "漢字", "–", "ÉTÉ"]
+            "Ωmega’s", "漢字", "–", "ÉTÉ", "internationalization", "INTERNATIONALIZATIONS",
+            "Ωmegaωmegaωmegaωmega", "a" * 300]  # past a slot's 16 inline units; past Lucene's buffer
     texts = [" ".join(rng.choice(pool) for _ in range(rng.randint(1, 30))) for _ in range(300)]
+    texts[10:20] = ["" for _ in range(10)]  # no tokens at all
     built = []
-    for name, add in (("text", lambda b, t: b.add_text(t, analyzer.tokens)),
-                      ("tokens", lambda b, t: b.add_tokens(analyzer.tokens(t)))):
+
+    def batches(builder, texts):
+        for i in range(0, len(texts), 7):
+            builder.add_texts(texts[i:i + 7], analyzer.tokens)
+
+    for name, add_all in (("text", lambda b, ts: [b.add_text(t, analyzer.tokens) for t in ts]),
+                          ("tokens", lambda b, ts: [b.add_tokens(analyzer.tokens(t)) for t in ts]),
+                          ("texts", batches)):
         builder = InvertedIndexBuilder(tmp_path / f"spill-{name}", run_postings=700,
-                                       term_of=analyzer.analyse_token)
-        for text in texts:
-            add(builder, text)
+                                       term_of=analyzer.analyse_token,
+                                       terms_of=analyzer.analyse_tokens if name == "texts" else None)
+        add_all(builder, texts)
         stats = builder.write(tmp_path / name)
         built.append((stats, {f: (tmp_path / name / f).read_bytes() for f in
                               ("docnos.npy", "tfs.npy", "indptr.npy", "doc_lengths.npy", "terms_utf8.npy")}))
-    assert built[0] == built[1]
+    assert built[0] == built[1] == built[2]
+
+
+def test_analyse_tokens_is_analyse_token_of_each():
+    tokens = ["The", "the", "cats'", "system's", "SYSTEM’S", "runs", "3.14", "ÉTÉ", "Ωmega’s", "is", "s",
+              "'s", "Running", "x86"]
+    assert Analyzer().analyse_tokens(tokens) == [Analyzer().analyse_token(t) for t in tokens]
+    plain = Analyzer(stopwords=False, stemmer=None)
+    assert plain.analyse_tokens(tokens) == [plain.analyse_token(t) for t in tokens]

@@ -279,3 +279,78 @@ def test_transfer_protocol_falls_back_to_the_first_stage_unless_validation_beats
     assert json.loads(path.read_text())["protocol"] == "transfer"
     with pytest.raises(SystemExit, match="another protocol"):
         bench_ltr.choose(lambda checkpoint: (data, {}), {}, path, names, ["linear"], "nested")
+
+
+def test_monotone_lambdamart_only_rises_with_a_stage_score():
+    """`monotone`: a band of middle BM25 values holds the relevant documents; unconstrained trees learn
+    the band, constrained ones cannot fall as BM25 rises (and the rank feature only falls)."""
+    from retrieval.ltr.train import monotone_constraints
+
+    assert monotone_constraints(["first_score", "first_rank", "bm25_title", "late", "doc_length",
+                                 "idf_sum"]) == [1, -1, 1, 1, 0, 0]
+    rng = np.random.default_rng(0)
+    rankings, features, qrels = {}, {}, {}
+    for i in range(40):
+        ids = [f"d{j}" for j in range(20)]
+        bm25 = rng.random(20)
+        features[f"q{i}"] = (ids, np.column_stack([bm25, rng.random(20)]))
+        rankings[f"q{i}"] = [(ids[j], float(bm25[j])) for j in np.argsort(-bm25)]
+        qrels[f"q{i}"] = {ids[j]: 1 for j in np.nonzero(np.abs(bm25 - 0.5) < 0.15)[0]}
+    run = FeatureRun(rankings, features, ["bm25", "doc_length"])
+    grid = np.column_stack([np.linspace(0, 1, 21), np.full(21, 0.5)])
+    rises = {}
+    for monotone in (False, True):
+        settings = {"objective": "lambdarank", "num_leaves": 3, "min_data_in_leaf": 20,
+                    "normalisation": "none", "base": 0.0, "monotone": monotone}
+        predicted = fit("lambdamart", settings, run.names, [run], [Qrels(qrels)], trees=30).predict(grid)
+        rises[monotone] = bool(np.all(np.diff(predicted) >= 0))
+    assert rises == {False: False, True: True}
+
+
+@pytest.mark.parametrize("first_is_right", [True, False])
+def test_train_ltr_fallback_keeps_the_first_stage_unless_validation_beats_it(first_is_right, tmp_path,
+                                                                            capsys):
+    """`train ltr --fallback`: the first stage is a candidate; a model not strictly above it on validation
+    is stored as a fallback and reranks to the first stage's ranking (after a save and load too)."""
+    from retrieval.types import Run
+
+    run, qrels = _synthetic_collection(0, first_is_right)
+    valid, valid_qrels = _synthetic_collection(1, first_is_right)
+    model = train("linear", run.names, [run], [qrels], [valid], [valid_qrels], SMALL["linear"], fallback=True)
+    assert model.fallback is first_is_right
+    validation = model.info["validation"]
+    assert (validation["nDCG@10"] > validation["first_stage"]) is not first_is_right
+    first = Run({q: valid[q] for q in valid.features})
+    model.save(tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    assert back.fallback is first_is_right
+    assert (format_run(back.rerank(valid), "x") == format_run(first, "x")) is first_is_right
+    letor, check = tmp_path / "train.letor", tmp_path / "valid.letor"
+    write_letor(run, letor, qrels)
+    write_letor(valid, check, valid_qrels)
+    assert main(["train", "ltr", "--features", str(letor), "--validation", str(check), "--kind", "linear",
+                 "--fallback", "--output", str(tmp_path / "cli")]) in (0, None)
+    assert ("is a fallback" in capsys.readouterr().out) is first_is_right
+    assert load_model(tmp_path / "cli").fallback is first_is_right
+    unguarded = train("linear", run.names, [run], [qrels], [valid], [valid_qrels], SMALL["linear"])
+    assert unguarded.fallback is False
+
+
+def test_shift_protocol_grid_contains_the_former_lambdamart_grid():
+    """bench_ltr's `shift` protocol: LambdaMART's grid adds monotone constraints and 3-leaf trees to the
+    former grid, which it contains; the other grids are the `transfer` protocol's."""
+    import sys
+    from pathlib import Path
+
+    from retrieval.ltr.train import settings_grid
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "eval"))
+    import bench_ltr
+
+    shift, transfer = bench_ltr.grids_for("shift"), bench_ltr.grids_for("transfer")
+    assert {k: v for k, v in shift.items() if k != "lambdamart"} == {
+        k: v for k, v in transfer.items() if k != "lambdamart"}
+    new = settings_grid("lambdamart", shift["lambdamart"])
+    assert len(new) == 32 and {s["monotone"] for s in new} == {False, True}
+    former = [s | {"monotone": False} for s in settings_grid("lambdamart", transfer["lambdamart"])]
+    assert all(s in new for s in former)

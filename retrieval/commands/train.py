@@ -243,6 +243,10 @@ def _add_ltr(kinds: argparse._SubParsersAction) -> None:
                    " model fitted to nDCG@10 or MAP; default lambdamart)")
     p.add_argument("--objective", default=None, choices=GRIDS["lambdamart"]["objective"],
                    help="LambdaMART's objective (default: chosen on validation)")
+    p.add_argument("--fallback", action="store_true",
+                   help="make the first stage a candidate too: a model whose validation nDCG@10 is not"
+                   " strictly above the first stage's own ranking on the same queries is stored as a"
+                   " fallback, which keeps the first stage's ranking")
     p.add_argument("--output", required=True, type=Path, help="model directory to write")
     p.set_defaults(handler=train_ltr)
 
@@ -280,11 +284,14 @@ def train_ltr(args: argparse.Namespace) -> None:
         if args.kind != "lambdamart":
             raise InputError("--objective applies only with --kind lambdamart")
         grid["objective"] = (args.objective,)
-    model = train(args.kind, names, runs, qrels, valid, valid_qrels, grid)
+    model = train(args.kind, names, runs, qrels, valid, valid_qrels, grid, fallback=args.fallback)
     model.save(args.output)
     validation = model.info["validation"]
     print(f"chosen on validation: {model.info['settings']} (nDCG@10 {validation['nDCG@10']:.4f} of"
-          f" {len(validation['tried'])} settings tried)")
+          f" {len(validation['tried'])} settings tried; the first stage's {validation['first_stage']:.4f})")
+    if model.fallback:
+        print("not above the first stage on validation: the model is a fallback, it keeps the first"
+              " stage's ranking")
     print("feature importances: " + ", ".join(f"{n} {w:.3f}" for n, w in
                                               sorted(model.importances().items(), key=lambda kv: -kv[1])))
     print(f"wrote {args.kind} model -> {args.output}", file=sys.stderr)

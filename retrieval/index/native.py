@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -40,6 +41,7 @@ from retrieval.types import Document
 DOCIDS_FILE = "docids.npy"
 FIELD_PART = "field."  # part field.NAME (its directory too): the inverted part of field NAME
 _FIELD_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+TEXT_BATCH = 256  # texts added at a time (InvertedIndexBuilder.add_texts: one compiled pass for them)
 SPILL_DIR = "spill"  # runs of postings while building (deleted before the index is complete)
 ANY_KIND = ("any kind opens with retrieval.index.kinds.open_index(path), and "
             "retrieval.registry.build(name, index) builds a ranker for it")
@@ -53,7 +55,9 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
     """Build doc store + inverted index at `path` atomically; returns the manifest.
 
     An existing index at `path` is replaced only once the new one is complete.
-    `workers` > 1 analyses text in that many processes (same index, faster).
+    `workers` > 1 analyses text in that many processes (same index). Since the compiled
+    one-process path, one worker is the faster on two cores (200k Wikipedia passages: 14.6 s
+    against 30.4 s, eval/results/real.md): the workers send term lists back and skip it.
     Anything else at `path` (a file, a directory that is not an index) is refused
     unless `force`. `then(directory)` adds to the complete index while it is
     still in its temporary directory (dense and late parts), so that a failure
@@ -65,20 +69,26 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
     path = Path(path)
     fields = check_field_names(fields)
     with storage.atomic_directory(path, is_index_dir, force) as tmp:
-        builder, doc_ids = InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR, term_of=analyzer.analyse_token), []
+        builder, doc_ids = InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR, term_of=analyzer.analyse_token,
+                                                terms_of=analyzer.analyse_tokens), []
         per_field = {f: InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR / f"{FIELD_PART}{f}",
                                              term_of=analyzer.analyse_token) for f in fields}
         stored = write_docstore(tmp / DOCSTORE_FILE, documents)
-        if min(workers, available_cpus()) > 1:
-            analysed, add = analyse_all(stored, Document.contents.fget, analyzer, workers), builder.add
+        if min(workers, available_cpus()) > 1:  # terms in (analysed in worker processes)
+            batches = _batches(analyse_all(stored, Document.contents.fget, analyzer, workers), TEXT_BATCH)
+            add: Callable[[list], None] = builder.add_all
         else:  # text in, each distinct token analysed and numbered once (no list of terms per text)
-            analysed = ((doc, doc.contents) for doc in stored)
-            add = functools.partial(builder.add_text, tokens=analyzer.tokens)
-        for doc, terms in tqdm(analysed, desc="indexing", unit=" docs", disable=not progress or None):
-            doc_ids.append(doc.id)
-            add(terms)
-            for name, field_builder in per_field.items():
-                field_builder.add_tokens(analyzer.tokens(doc.field(name)))
+            batches = _batches(((doc, doc.contents) for doc in stored), TEXT_BATCH)
+            add = functools.partial(builder.add_texts, tokens=analyzer.tokens)
+        bar = tqdm(desc="indexing", unit=" docs", disable=not progress or None)
+        for batch in batches:
+            doc_ids.extend(doc.id for doc, _ in batch)
+            add([terms for _, terms in batch])
+            for doc, _ in batch:
+                for name, field_builder in per_field.items():
+                    field_builder.add_tokens(analyzer.tokens(doc.field(name)))
+            bar.update(len(batch))
+        bar.close()
         if not doc_ids:
             raise InputError("the collection has no documents")  # the caller names it
         ids = np.array(doc_ids, dtype=str)
@@ -116,6 +126,12 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
             then(tmp)
             manifest = storage.read_manifest(tmp)
     return manifest
+
+
+def _batches(items: Iterator, size: int) -> Iterator[list]:
+    """Lists of `size` consecutive items (the last one shorter)."""
+    while batch := list(itertools.islice(items, size)):
+        yield batch
 
 
 def check_field_names(fields: Sequence[str] | None) -> list[str]:

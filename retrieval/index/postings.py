@@ -55,17 +55,31 @@ class _Vocabulary(dict):
 
 class _TokenIds(dict):
     """Word token -> the term id of its index term (-1 for none: a stopword), each distinct token
-    analysed once (`term_of`), its term numbered in `vocabulary` when first seen."""
+    analysed once (`term_of`, or `terms_of` for a list of tokens at a time), its term numbered in
+    `vocabulary` when first seen."""
 
-    def __init__(self, term_of: Callable[[str], str], vocabulary: dict[str, int]) -> None:
+    def __init__(self, term_of: Callable[[str], str], vocabulary: dict[str, int],
+                 terms_of: Callable[[list[str]], list[str]] | None = None) -> None:
         super().__init__()
         self.term_of = term_of
+        self.terms_of = terms_of or (lambda tokens: list(map(term_of, tokens)))
         self.vocabulary = vocabulary
 
     def __missing__(self, token: str) -> int:
         term = self.term_of(token)
         self[token] = n = self.vocabulary[term] if term else -1
         return n
+
+    def ids(self, tokens: list[str]) -> list[int]:
+        """The term ids of `tokens` (distinct), those not met before analysed together (`terms_of`)
+        and their terms numbered in order, as looking each up in turn would."""
+        get = self.get
+        new = [token for token in tokens if get(token) is None]
+        if new:
+            vocabulary = self.vocabulary
+            for token, term in zip(new, self.terms_of(new)):
+                self[token] = vocabulary[term] if term else -1
+        return list(map(self.__getitem__, tokens))
 
 
 @njit(nogil=True, cache=True)
@@ -151,11 +165,15 @@ class InvertedIndexBuilder:
     """
 
     def __init__(self, spill_dir: Path | None = None, run_postings: int = 1 << 24,
-                 term_of: Callable[[str], str] | None = None) -> None:
+                 term_of: Callable[[str], str] | None = None,
+                 terms_of: Callable[[list[str]], list[str]] | None = None) -> None:
+        """`term_of` gives a word token's index term (Analyzer.analyse_token) for `add_tokens` and
+        `add_text`; `terms_of`, when given, those of a list of tokens at once (Analyzer.analyse_tokens:
+        the same terms, faster)."""
         self.vocab: dict[str, int] = _Vocabulary()
-        self.token_ids = _TokenIds(term_of or _no_analyzer, self.vocab)
-        self.ascii = AsciiTokenTable(term_of or _no_analyzer, self.vocab, self.token_ids)
-        self.unicode = UnicodeTokenTable(term_of or _no_analyzer, self.vocab, self.token_ids)
+        self.token_ids = _TokenIds(term_of or _no_analyzer, self.vocab, terms_of if term_of else None)
+        self.ascii = AsciiTokenTable(term_of or _no_analyzer, self.vocab, self.token_ids.ids)
+        self.unicode = UnicodeTokenTable(term_of or _no_analyzer, self.vocab, self.token_ids.ids)
         self.lengths = array("i")  # terms per document of the spilled runs
         self.spill_dir = spill_dir
         self.run_postings = run_postings
@@ -172,6 +190,11 @@ class InvertedIndexBuilder:
         """Add the next document's terms (its docno is the number added before it)."""
         self._tokens.extend(map(self.vocab.__getitem__, terms))  # a new term gets the next id
         self._added(len(terms))
+
+    def add_all(self, documents: list[list[str]]) -> None:
+        """`add` of each document's terms in turn."""
+        for terms in documents:
+            self.add(terms)
 
     def add_tokens(self, tokens: list[str]) -> None:
         """Add the next document as its word tokens before analysis (Analyzer.tokens), each distinct
@@ -191,6 +214,26 @@ class InvertedIndexBuilder:
             self._added(len(ids) // 4)
         else:
             self.add_tokens(tokens(text))
+
+    def add_texts(self, texts: list[str], tokens: Callable[[str], list[str]]) -> None:
+        """`add_text` of each text in turn; consecutive ASCII texts tokenized and looked up together
+        (AsciiTokenTable.term_ids_of_texts: one compiled pass for them all)."""
+        i = 0
+        while i < len(texts):
+            j = i
+            while j < len(texts) and texts[j].isascii():
+                j += 1
+            if j - i > 1 and (found := self.ascii.term_ids_of_texts(texts[i:j])) is not None:
+                ids, counts = found
+                self._tokens.frombytes(ids)
+                self._raw.extend(counts)
+                if self.spill_dir is not None and len(self._tokens) >= self.run_postings:
+                    self._spill()
+                i = j
+                continue
+            for text in texts[i:max(j, i + 1)]:
+                self.add_text(text, tokens)
+            i = max(j, i + 1)
 
     def _added(self, tokens: int) -> None:
         self._raw.append(tokens)

@@ -15,6 +15,11 @@ times the normalised `first_score` (the hybrid's score, say) instead of to 0, so
 few, small trees reorder the first stage's ranking locally rather than replace
 it (LightGBM's init_score; `base` is a setting chosen on validation).
 
+A model may be a fallback (`retrieval train ltr --fallback`): when its
+validation nDCG@10 was not strictly above the first stage's own on the same
+validation queries, it keeps the first stage's ranking of the candidates
+(`fallback` in model.json; the trained ranker is stored beside it all the same).
+
 Normalisation, so that scales transfer across collections: each document
 feature is scaled within its query's candidate list (`minmax` to [0, 1],
 `zscore`, or `rank`: its rank among the candidates scaled to [0, 1]); the query
@@ -109,6 +114,7 @@ class LTRModel:
     booster: Any = None  # lambdamart: a lightgbm.Booster
     info: dict[str, Any] = field(default_factory=dict)  # settings, validation, importances
     base: float = 0.0  # lambdamart: the trees start from base * the normalised first-stage score
+    fallback: bool = False  # validation did not put it above the first stage: keep the first stage's ranking
 
     def base_scores(self, x: np.ndarray) -> np.ndarray:
         """The scores the trees add to: `base` times the normalised `first_score` column (or 0)."""
@@ -131,7 +137,11 @@ class LTRModel:
         return np.asarray(self.booster.predict(x, num_threads=1), dtype=np.float64) + self.base_scores(x)
 
     def rerank(self, run: FeatureRun, hits: int | None = None) -> Run:
-        """Each query's candidates ordered by the model's score (ties by doc id)."""
+        """Each query's candidates ordered by the model's score (ties by doc id); a fallback model's: the
+        first stage's ranking of them."""
+        if self.fallback:
+            first = Run({q: run[q] for q in run.features})
+            return first.cut(hits) if hits else first
         out = {}
         for q, (ids, _) in run.features.items():
             scores = self.predict(self.matrix(run, q))
@@ -152,7 +162,7 @@ class LTRModel:
         """Write the model directory atomically (JSON and LightGBM's text format; no pickle)."""
         meta = {"kind": self.kind, "features": list(self.names), "normalisation": self.normalisation,
                 "query_stats": {k: list(v) for k, v in self.stats.items()}, "weights": self.weights,
-                "base": self.base}
+                "base": self.base, "fallback": self.fallback}
         training = {"importances": self.importances(), **self.info}
         files = {"model.json": (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode(),
                  "training.json": (json.dumps(training, indent=2, sort_keys=True) + "\n").encode()}
@@ -187,7 +197,8 @@ def load_model(path: str | Path) -> LTRModel:
     info.pop("importances", None)
     return LTRModel(meta["kind"], tuple(meta["features"]), meta["normalisation"],
                     {k: (float(a), float(b)) for k, (a, b) in meta["query_stats"].items()},
-                    meta.get("weights"), booster, info, float(meta.get("base", 0.0)))
+                    meta.get("weights"), booster, info, float(meta.get("base", 0.0)),
+                    bool(meta.get("fallback", False)))
 
 
 class LTRStage(Stage):

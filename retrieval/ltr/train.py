@@ -10,7 +10,13 @@ stage's normalised score (`base`, model.py). `lambdarank` has two more
 settings: `gain`, the label gain of graded judgements (`exp`: LightGBM's
 2^grade - 1; `linear`: the grade itself, as trec_eval's nDCG counts it), and
 `truncation`, how deep its pairs reach (LightGBM's lambdarank_truncation_level;
-default 30). The linear model is a pair-wise
+default 30). `monotone` (true or false) constrains the trees to LightGBM's
+monotone_constraints: a tree's output may only rise with every stage score
+(bm25, qld, qljm, rm3, dense, late, hybrid, the first stage's score, the
+per-field scores) and only fall with the first stage's rank (MONOTONE), so a
+model cannot learn a training collection's non-monotone quirks of a score;
+document length and the query features stay free. `feature_fraction` is
+LightGBM's share of features each tree sees (default 1). The linear model is a pair-wise
 logistic ranker (RankNet's loss on a linear score, L2-regularised, fitted by
 scipy's L-BFGS). Coordinate ascent (coordinate.py) fits linear weights to the
 training queries' nDCG@10 or MAP directly, RankLib's way. For each kind, each
@@ -46,6 +52,17 @@ GRIDS: dict[str, dict[str, Sequence[Any]]] = {
     "coordascent": {"measure": ("nDCG@10", "MAP"), "normalisation": ("minmax", "zscore"), "restarts": (3,)},
 }
 MAX_PAIRS = 2000  # per query, for the linear model's loss (drawn with a fixed seed)
+
+
+MONOTONE = {"first_score": 1, "first_rank": -1, "bm25": 1, "qld": 1, "qljm": 1, "rm3": 1, "dense": 1,
+            "late": 1, "hybrid": 1, "bm25f": 1}  # the direction relevance goes with each stage score
+MONOTONE_PREFIX = "bm25_"  # the per-field BM25 scores: rising too
+
+
+def monotone_constraints(names: Sequence[str]) -> list[int]:
+    """LightGBM's monotone_constraints for the features: +1 for a stage score, -1 for the first stage's
+    rank, 0 (free) for document length and the query features."""
+    return [MONOTONE.get(n, 1 if n.startswith(MONOTONE_PREFIX) else 0) for n in names]
 
 
 LAMBDARANK_ONLY = ("gain", "truncation")  # settings no other objective reads
@@ -104,11 +121,12 @@ def judged_grades(runs: Sequence[FeatureRun], qrels: Sequence[Qrel]) -> list[lis
             for q, (ids, _) in run.features.items() if q in judged and ids]
 
 
-def score(model: LTRModel, runs: Sequence[FeatureRun], qrels: Sequence[Qrel]) -> float:
-    """Mean validation nDCG@10 over the judged queries of all runs (pooled)."""
+def score(model: LTRModel | None, runs: Sequence[FeatureRun], qrels: Sequence[Qrel]) -> float:
+    """Mean validation nDCG@10 over the judged queries of all runs (pooled); with no model, the first
+    stage's own ranking of the candidates."""
     values = []
     for run, judged in zip(runs, qrels):
-        ranked = model.rerank(run)
+        ranked = model.rerank(run) if model is not None else Run({q: run[q] for q in run.features})
         answered = Qrels({q: j for q, j in judged.items() if q in run.features})
         if answered:
             values.append((evaluate(ranked, answered, VALIDATION_MEASURE)[VALIDATION_MEASURE], len(answered)))
@@ -143,11 +161,15 @@ def fit(kind: str, settings: Mapping[str, Any], names: Sequence[str], runs: Sequ
     lgb_params = {"objective": objective, "num_leaves": settings["num_leaves"],
                   "min_data_in_leaf": settings["min_data_in_leaf"],
                   "learning_rate": float(settings.get("learning_rate", LEARNING_RATE)),
-                  "feature_fraction": 1.0, "lambda_l2": 1.0, "max_bin": 255, "num_threads": 1,
+                  "feature_fraction": float(settings.get("feature_fraction", 1.0)), "lambda_l2": 1.0,
+                  "max_bin": 255, "num_threads": 1,
                   "deterministic": True, "force_row_wise": True, "seed": 0, "verbose": -1,
                   "metric": "ndcg", "eval_at": [10]}
     if objective == "lambdarank":
         lgb_params |= _label_gain(settings)
+    if settings.get("monotone", False):
+        lgb_params |= {"monotone_constraints": monotone_constraints(names),
+                       "monotone_constraints_method": "intermediate"}
     train_set = lightgbm.Dataset(x, y, group=groups, feature_name=list(names), free_raw_data=False,
                                  init_score=start.base_scores(x) if base else None)
     callbacks, valid_sets = [], []
@@ -199,9 +221,11 @@ def _pairwise_logistic(x: np.ndarray, y: np.ndarray, groups: Sequence[int], l2: 
 
 def train(kind: str, names: Sequence[str], runs: Sequence[FeatureRun], qrels: Sequence[Qrel],
           valid_runs: Sequence[FeatureRun], valid_qrels: Sequence[Qrel],
-          grid: Mapping[str, Sequence[Any]] | None = None) -> LTRModel:
+          grid: Mapping[str, Sequence[Any]] | None = None, fallback: bool = False) -> LTRModel:
     """The model of the setting with the best validation nDCG@10 (early stopping on validation too),
-    with every setting's validation figure recorded in its info."""
+    with every setting's validation figure recorded in its info, and the first stage's own figure on
+    the same queries. With `fallback`, the first stage is a candidate too: a model not strictly above
+    it on validation is marked a fallback (it keeps the first stage's ranking)."""
     tried = []
     best: tuple[float, LTRModel] | None = None
     for settings in settings_grid(kind, grid):
@@ -211,7 +235,9 @@ def train(kind: str, names: Sequence[str], runs: Sequence[FeatureRun], qrels: Se
         if best is None or value > best[0]:
             best = (value, model)
     value, model = best
-    model.info |= {"validation": {VALIDATION_MEASURE: value, "tried": tried}}
+    first = score(None, valid_runs, valid_qrels)
+    model.fallback = fallback and not value > first
+    model.info |= {"validation": {VALIDATION_MEASURE: value, "first_stage": first, "tried": tried}}
     return model
 
 
