@@ -95,7 +95,7 @@ INLINE = 16  # units of a token kept in its slot, when each is below 256 (most w
 
 
 @njit(nogil=True, cache=True)
-def _lookup(text, starts, ends, count, slots, key_start, key_hash, arena, state, out):
+def _lookup(text, starts, ends, count, slots, key_start, arena, state, out):
     """Each token's entry in the table (a new one added: its bytes appended to `arena`) into
     `out`; state = [entries, arena bytes used].
 
@@ -132,7 +132,6 @@ def _lookup(text, starts, ends, count, slots, key_start, key_hash, arena, state,
                     arena[used + i - a] = text[i]
                 key_start[e] = used
                 key_start[e + 1] = used + n
-                key_hash[e] = h
                 slots[s, 0] = h
                 slots[s, 1] = (high << np.uint64(32)) | np.uint64(e + 1)
                 slots[s, 2] = k0
@@ -202,7 +201,6 @@ class AsciiTokenTable:
         self.token_ids = token_ids
         self.slots = np.zeros((1 << 16, 4), np.uint64)  # see _lookup
         self.key_start = np.zeros(1 << 15, np.int64)
-        self.key_hash = np.zeros(1 << 15, np.uint64)
         self.arena = np.zeros(1 << 18, self.dtype)
         self.state = np.zeros(2, np.int64)  # entries, arena bytes used
         self.term = np.zeros(1 << 15, np.int32)  # entry -> term id
@@ -219,7 +217,6 @@ class AsciiTokenTable:
         if len(self.key_start) < entries + size + 2:
             n = max(entries + size + 2, 2 * len(self.key_start))
             self.key_start = np.resize(self.key_start, n)
-            self.key_hash = np.resize(self.key_hash, n)
             self.term = np.resize(self.term, n)
         if len(self.arena) < used + size:
             self.arena = np.resize(self.arena, max(used + size, 2 * len(self.arena)))
@@ -257,8 +254,8 @@ class AsciiTokenTable:
         if count < 0:
             return None
         before = int(self.state[0])
-        _lookup(data, self._starts, self._ends, count, self.slots, self.key_start, self.key_hash,
-                self.arena, self.state, self._out)
+        _lookup(data, self._starts, self._ends, count, self.slots, self.key_start, self.arena,
+                self.state, self._out)
         after = int(self.state[0])
         if after > before:  # new tokens: analysed once each
             bounds = self.key_start[before:after + 1].tolist()
