@@ -97,21 +97,13 @@ class Analyzer:
         """The index term of one word token ("" for none: a stopword), as `term` gives, without
         caching it by token (stems are cached by lower-cased token): for a builder, which maps each
         distinct token to a term id in its own table."""
-        if len(token) >= 2 and token[-1] in "sS" and token[-2] in "'\u2019\uff07":
-            token = token[:-2]  # EnglishPossessiveFilter
-        token = token.lower() if token.isascii() else java_lower(token)
-        if not token or token in self.stopwords:
-            return ""
-        # Every Porter rule's suffix ends in a letter a-z: other tokens (numbers...) are their own stem.
-        if self.stemmer == "porter" and "a" <= token[-1] <= "z":
-            stem = self._stems.get(token)  # tokens that differ only in case share a stem
-            if stem is None:
-                stem = self._stems[token] = porter_stem(token)
-            return stem
-        return token
+        return self.analyse_tokens([token])[0]
 
     def analyse_tokens(self, tokens: list[str]) -> list[str]:
-        """`analyse_token` of each token, in one loop (a builder's batch of tokens it has not met)."""
+        """`analyse_token` of each token, in one loop (a builder's batch of tokens it has not met):
+        possessive dropped, lower case, stopwords to "", Porter for tokens ending in a-z (every rule's
+        suffix ends in a letter a-z: other tokens, numbers..., are their own stem), stems cached by
+        lower-cased token so tokens that differ only in case share one."""
         stopwords, stems, porter = self.stopwords, self._stems, self.stemmer == "porter"
         out = []
         append = out.append
