@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import re
@@ -15,6 +16,19 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
+
+
+def corpus_check_args(doc: str, results_name: str) -> argparse.Namespace:
+    """The arguments of a check over a corpus: --corpus (a BEIR corpus.jsonl, refused in one line when it
+    is not a file) and --out (eval/results/`results_name` by default)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, required=True, help="a BEIR corpus.jsonl")
+    results = Path(__file__).resolve().parent / "results"
+    parser.add_argument("--out", type=Path, default=results / results_name)
+    args = parser.parse_args()
+    if not args.corpus.is_file():
+        raise SystemExit(f"--corpus {args.corpus}: not a file")
+    return args
 
 
 def timed_runs(fn: Callable[[], object], runs: int) -> list[float]:

@@ -13,7 +13,6 @@ eval/results/porter.md.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -45,13 +44,9 @@ def vocabulary(corpus: Path) -> tuple[int, list[str]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus", type=Path, required=True, help="a BEIR corpus.jsonl")
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "porter.md")
-    a = ap.parse_args()
-    if not a.corpus.is_file():
-        raise SystemExit(f"--corpus {a.corpus}: not a file")
-    from benchlib import publish
+    from benchlib import corpus_check_args, publish
+
+    a = corpus_check_args(__doc__, "porter.md")
     from nltk.stem.porter import PorterStemmer
 
     from retrieval.porter import stem

@@ -13,7 +13,6 @@ texts whose tokens differ (the check: 0). Writes eval/results/unicode_tokens.md.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -24,13 +23,9 @@ sys.path.insert(0, str(HERE))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus", type=Path, required=True, help="a BEIR corpus.jsonl")
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "unicode_tokens.md")
-    a = ap.parse_args()
-    if not a.corpus.is_file():
-        raise SystemExit(f"--corpus {a.corpus}: not a file")
-    from benchlib import publish
+    from benchlib import corpus_check_args, publish
+
+    a = corpus_check_args(__doc__, "unicode_tokens.md")
 
     from retrieval.formats import read_documents
     from retrieval.index.ascii_tokens import UnicodeTokenTable
