@@ -201,7 +201,7 @@ def first_stage_validation(data: dict, train: list[str]) -> tuple[float, dict[st
     for held, _, valid in inner_folds(data, train):
         (run, qrels), = valid
         answered = Qrels({q: j for q, j in qrels.items() if q in run.features})
-        values[held] = evaluate(Run({q: run[q] for q in run.features}), answered, "nDCG@10")["nDCG@10"]
+        values[held] = evaluate(run.first_stage(), answered, "nDCG@10")["nDCG@10"]
     return float(np.mean(list(values.values()))), values
 
 

@@ -140,7 +140,7 @@ class LTRModel:
         """Each query's candidates ordered by the model's score (ties by doc id); a fallback model's: the
         first stage's ranking of them."""
         if self.fallback:
-            first = Run({q: run[q] for q in run.features})
+            first = run.first_stage()
             return first.cut(hits) if hits else first
         out = {}
         for q, (ids, _) in run.features.items():

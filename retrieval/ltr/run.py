@@ -32,3 +32,8 @@ class FeatureRun(Run):
         """One feature's values per query."""
         j = self.names.index(name)
         return {q: m[:, j] for q, (_, m) in self.features.items()}
+
+    def first_stage(self) -> Run:
+        """The first stage's ranking of the queries that have candidates (a plain Run): what a
+        fallback model keeps, and the figure a learned ranker must beat on validation."""
+        return Run({q: self[q] for q in self.features})

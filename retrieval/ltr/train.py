@@ -126,7 +126,7 @@ def score(model: LTRModel | None, runs: Sequence[FeatureRun], qrels: Sequence[Qr
     stage's own ranking of the candidates."""
     values = []
     for run, judged in zip(runs, qrels):
-        ranked = model.rerank(run) if model is not None else Run({q: run[q] for q in run.features})
+        ranked = model.rerank(run) if model is not None else run.first_stage()
         answered = Qrels({q: j for q, j in judged.items() if q in run.features})
         if answered:
             values.append((evaluate(ranked, answered, VALIDATION_MEASURE)[VALIDATION_MEASURE], len(answered)))
