@@ -226,17 +226,16 @@ class InvertedIndexBuilder:
             if j - i > 1 and (found := self.ascii.term_ids_of_texts(texts[i:j])) is not None:
                 ids, counts = found
                 self._tokens.frombytes(ids)
-                self._raw.extend(counts)
-                if self.spill_dir is not None and len(self._tokens) >= self.run_postings:
-                    self._spill()
+                self._added(*counts)
                 i = j
                 continue
             for text in texts[i:max(j, i + 1)]:
                 self.add_text(text, tokens)
             i = max(j, i + 1)
 
-    def _added(self, tokens: int) -> None:
-        self._raw.append(tokens)
+    def _added(self, *tokens: int) -> None:
+        """Record the number of tokens of each document just added; spill a full run."""
+        self._raw.extend(tokens)
         if self.spill_dir is not None and len(self._tokens) >= self.run_postings:
             self._spill()
 
