@@ -214,17 +214,28 @@ def analyse_all(items: Iterable[T], text_of, analyzer: Analyzer, workers: int = 
         for item in items:
             yield item, analyzer(text_of(item))
         return
+    chunks = iter(lambda it=iter(items): list(islice(it, batch)), [])
+    for chunk, result in in_processes(((chunk, [text_of(i) for i in chunk]) for chunk in chunks),
+                                      _analyse_batch, _init_worker, (analyzer.settings,), workers):
+        yield from zip(chunk, result)
+
+
+def in_processes(jobs: Iterable[tuple[T, Any]], work, init, initargs: tuple, workers: int
+                 ) -> Iterator[tuple[T, Any]]:
+    """(key, work(argument)) for each (key, argument) of `jobs`, in order, computed in `workers`
+    processes started with `init(*initargs)` (which should call `ignore_interrupts`); at most
+    2 * workers jobs are in flight. A worker takes its jobs in the order given, so state it keeps
+    from one job to the next sees them in that order."""
     ctx = worker_context()
     with workers_ignore_interrupts():
-        pool = ctx.Pool(workers, _init_worker, (analyzer.settings,))
+        pool = ctx.Pool(workers, init, initargs)
     with pool:
         pending: deque = deque()
-        iterator = iter(items)
-        while chunk := list(islice(iterator, batch)):
-            pending.append((chunk, pool.apply_async(_analyse_batch, ([text_of(i) for i in chunk],))))
+        for key, argument in jobs:
+            pending.append((key, pool.apply_async(work, (argument,))))
             if len(pending) > 2 * workers:
                 done, result = pending.popleft()
-                yield from zip(done, result.get())
+                yield done, result.get()
         while pending:
             done, result = pending.popleft()
-            yield from zip(done, result.get())
+            yield done, result.get()

@@ -208,6 +208,27 @@ def test_docnos_follow_doc_id_order_and_parallel_build_is_identical(tmp_path):
     assert docs_of_b.tolist() == [3]
 
 
+def test_workers_build_the_one_process_index_over_many_batches(tmp_path, monkeypatch):
+    """With workers, each process numbers terms its own way and meets new tokens in later batches
+    (ASCII, beyond ASCII, the full grammar, a stopword-only and an empty text, a token too long for
+    the tables): the index is still byte for byte the one process's."""
+    import random
+
+    from retrieval.index import native
+
+    monkeypatch.setattr(native, "TEXT_BATCH", 7)  # many batches, so both workers get several
+    monkeypatch.setattr(native, "available_cpus", lambda: 2)  # workers even on one CPU
+    rng = random.Random(5)
+    words = ["cats", "The", "running", "naïve", "Straße", "日本語", "l'été", "3.14", "x" * 300, "of", "JOHN's"]
+    docs = [Document(f"d{rng.randrange(10**6)}-{i}", "", " ".join(rng.choice(words) + str(rng.randrange(i + 1))
+                                                                  for _ in range(rng.randrange(12))))
+            for i in range(150)] + [Document("stop", "", "the of and"), Document("empty", "", "")]
+    one = build_index(docs, tmp_path / "one", progress=False, workers=1)
+    two = build_index(docs, tmp_path / "two", progress=False, workers=2)
+    assert one["parts"]["inverted"]["files"] == two["parts"]["inverted"]["files"]
+    assert one["stats"] == two["stats"] and one["stats"]["unique_terms"] > 100
+
+
 def test_manifest_names_no_path_of_the_building_machine(tiny_docs, tmp_path):
     """A collection file is named by its file name and content checksum, never by an absolute path."""
     from retrieval.cli import main as cli

@@ -28,7 +28,7 @@ import numpy as np
 from tqdm import tqdm
 
 from retrieval import storage
-from retrieval.analysis import Analyzer, analyse_all, available_cpus
+from retrieval.analysis import Analyzer, available_cpus
 from retrieval.errors import InputError
 from retrieval.index.docstore import FILENAME as DOCSTORE_FILE
 from retrieval.index.docstore import DocStore, write_docstore
@@ -55,9 +55,8 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
     """Build doc store + inverted index at `path` atomically; returns the manifest.
 
     An existing index at `path` is replaced only once the new one is complete.
-    `workers` > 1 analyses text in that many processes (same index). Since the compiled
-    one-process path, one worker is the faster on two cores (200k Wikipedia passages: 14.6 s
-    against 30.4 s, eval/results/real.md): the workers send term lists back and skip it.
+    `workers` > 1 tokenizes and analyses text in that many processes (same index), each through
+    the compiled token tables with a vocabulary of its own mapped to the index's (index/parallel.py).
     Anything else at `path` (a file, a directory that is not an index) is refused
     unless `force`. `then(directory)` adds to the complete index while it is
     still in its temporary directory (dense and late parts), so that a failure
@@ -74,17 +73,19 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
         per_field = {f: InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR / f"{FIELD_PART}{f}",
                                              term_of=analyzer.analyse_token) for f in fields}
         stored = write_docstore(tmp / DOCSTORE_FILE, documents)
-        if min(workers, available_cpus()) > 1:  # terms in (analysed in worker processes)
-            batches = _batches(analyse_all(stored, Document.contents.fget, analyzer, workers), TEXT_BATCH)
-            add: Callable[[list], None] = builder.add_all
-        else:  # text in, each distinct token analysed and numbered once (no list of terms per text)
-            batches = _batches(((doc, doc.contents) for doc in stored), TEXT_BATCH)
-            add = functools.partial(builder.add_texts, tokens=analyzer.tokens)
+        batches = _batches(iter(stored), TEXT_BATCH)
+        workers = min(workers, available_cpus())
+        if workers > 1:  # tokenized and analysed in worker processes
+            from retrieval.index.parallel import add_in_workers
+
+            added = add_in_workers(builder, ((batch, [doc.contents for doc in batch]) for batch in batches),
+                                   analyzer, workers)
+        else:
+            added = _add_here(builder, batches, analyzer)
         bar = tqdm(desc="indexing", unit=" docs", disable=not progress or None)
-        for batch in batches:
-            doc_ids.extend(doc.id for doc, _ in batch)
-            add([terms for _, terms in batch])
-            for doc, _ in batch:
+        for batch in added:
+            doc_ids.extend(doc.id for doc in batch)
+            for doc in batch:
                 for name, field_builder in per_field.items():
                     field_builder.add_tokens(analyzer.tokens(doc.field(name)))
             bar.update(len(batch))
@@ -126,6 +127,15 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
             then(tmp)
             manifest = storage.read_manifest(tmp)
     return manifest
+
+
+def _add_here(builder: InvertedIndexBuilder, batches: Iterator[list[Document]],
+              analyzer: Analyzer) -> Iterator[list[Document]]:
+    """Add each batch of documents' texts to `builder` in this process (each distinct token analysed
+    and numbered once, no list of terms per text); yields each batch once added."""
+    for batch in batches:
+        builder.add_texts([doc.contents for doc in batch], analyzer.tokens)
+        yield batch
 
 
 def _batches(items: Iterator, size: int) -> Iterator[list]:

@@ -53,6 +53,19 @@ class _Vocabulary(dict):
         return n
 
 
+class NewTerms(_Vocabulary):
+    """A vocabulary that also lists its terms in id order (`order`), so the terms numbered since
+    some id are at hand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.order: list[str] = []
+
+    def __missing__(self, term: str) -> int:
+        self.order.append(term)
+        return super().__missing__(term)
+
+
 class _TokenIds(dict):
     """Word token -> the term id of its index term (-1 for none: a stopword), each distinct token
     analysed once (`term_of`, or `terms_of` for a list of tokens at a time), its term numbered in
@@ -166,11 +179,13 @@ class InvertedIndexBuilder:
 
     def __init__(self, spill_dir: Path | None = None, run_postings: int = 1 << 24,
                  term_of: Callable[[str], str] | None = None,
-                 terms_of: Callable[[list[str]], list[str]] | None = None) -> None:
+                 terms_of: Callable[[list[str]], list[str]] | None = None,
+                 vocabulary: dict[str, int] | None = None) -> None:
         """`term_of` gives a word token's index term (Analyzer.analyse_token) for `add_tokens` and
         `add_text`; `terms_of`, when given, those of a list of tokens at once (Analyzer.analyse_tokens:
-        the same terms, faster)."""
-        self.vocab: dict[str, int] = _Vocabulary()
+        the same terms, faster). `vocabulary` (term -> id, a new term numbered next when looked up,
+        as `NewTerms`) replaces the builder's own."""
+        self.vocab: dict[str, int] = _Vocabulary() if vocabulary is None else vocabulary
         self.token_ids = _TokenIds(term_of or _no_analyzer, self.vocab, terms_of if term_of else None)
         self.ascii = AsciiTokenTable(term_of or _no_analyzer, self.vocab, self.token_ids.ids)
         self.unicode = UnicodeTokenTable(term_of or _no_analyzer, self.vocab, self.token_ids.ids)
@@ -232,6 +247,20 @@ class InvertedIndexBuilder:
             for text in texts[i:max(j, i + 1)]:
                 self.add_text(text, tokens)
             i = max(j, i + 1)
+
+    def add_ids(self, ids: np.ndarray, counts: np.ndarray) -> None:
+        """Add documents as the term ids of their tokens (int32, -1 for a token without a term; ids of
+        this builder's `vocab`), `counts` (int32) tokens each, one document's after another's."""
+        self._tokens.frombytes(np.ascontiguousarray(ids, np.int32).tobytes())
+        self._added(*np.asarray(counts).tolist())
+
+    def take(self) -> tuple[bytes, bytes]:
+        """The term ids of the tokens added since the last take (int32 bytes) and each document's
+        number of tokens (int32 bytes), which this builder then forgets (a worker's builder, which
+        never spills or writes: see index/parallel.py)."""
+        taken = self._tokens.tobytes(), self._raw.tobytes()
+        self._tokens, self._raw = array("i"), array("i")
+        return taken
 
     def _added(self, *tokens: int) -> None:
         """Record the number of tokens of each document just added; spill a full run."""
