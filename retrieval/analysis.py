@@ -214,7 +214,8 @@ def analyse_all(items: Iterable[T], text_of, analyzer: Analyzer, workers: int = 
         for item in items:
             yield item, analyzer(text_of(item))
         return
-    chunks = iter(lambda it=iter(items): list(islice(it, batch)), [])
+    iterator = iter(items)
+    chunks = iter(lambda: list(islice(iterator, batch)), [])
     for chunk, result in in_processes(((chunk, [text_of(i) for i in chunk]) for chunk in chunks),
                                       _analyse_batch, _init_worker, (analyzer.settings,), workers):
         yield from zip(chunk, result)

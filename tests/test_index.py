@@ -219,7 +219,8 @@ def test_workers_build_the_one_process_index_over_many_batches(tmp_path, monkeyp
     monkeypatch.setattr(native, "TEXT_BATCH", 7)  # many batches, so both workers get several
     monkeypatch.setattr(native, "available_cpus", lambda: 2)  # workers even on one CPU
     rng = random.Random(5)
-    words = ["cats", "The", "running", "naïve", "Straße", "日本語", "l'été", "3.14", "x" * 300, "of", "JOHN's"]
+    words = ["cats", "The", "running", "naïve", "Straße", "日本語", "l'été", "3.14", "x" * 300, "of",
+             "JOHN's"]
     docs = [Document(f"d{rng.randrange(10**6)}-{i}", "", " ".join(rng.choice(words) + str(rng.randrange(i + 1))
                                                                   for _ in range(rng.randrange(12))))
             for i in range(150)] + [Document("stop", "", "the of and"), Document("empty", "", "")]

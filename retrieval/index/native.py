@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
 import re
 import shutil
