@@ -221,9 +221,9 @@ def test_workers_build_the_one_process_index_over_many_batches(tmp_path, monkeyp
     rng = random.Random(5)
     words = ["cats", "The", "running", "naïve", "Straße", "日本語", "l'été", "3.14", "x" * 300, "of",
              "JOHN's"]
-    docs = [Document(f"d{rng.randrange(10**6)}-{i}", "", " ".join(rng.choice(words) + str(rng.randrange(i + 1))
-                                                                  for _ in range(rng.randrange(12))))
-            for i in range(150)] + [Document("stop", "", "the of and"), Document("empty", "", "")]
+    texts = [" ".join(rng.choice(words) + rng.choice(["", str(rng.randrange(i + 1))])  # new tokens later on
+                      for _ in range(rng.randrange(12))) for i in range(150)] + ["the of and", ""]
+    docs = [Document(f"d{rng.randrange(10**6)}-{i}", "", text) for i, text in enumerate(texts)]
     one = build_index(docs, tmp_path / "one", progress=False, workers=1)
     two = build_index(docs, tmp_path / "two", progress=False, workers=2)
     assert one["parts"]["inverted"]["files"] == two["parts"]["inverted"]["files"]
