@@ -620,12 +620,16 @@ def load_array(path: Path, mmap: bool = True) -> np.ndarray:
         raise InputError(f"cannot read array ({e}); rebuild the index", path) from None
 
 
-def release_pages(*arrays: np.ndarray) -> None:
+def release_pages(*arrays: np.ndarray, write_back: bool = True) -> None:
     """Write back and drop the resident pages of memory-mapped arrays (no-op for others).
 
     A pass over a mapped file otherwise keeps every page it touched counted in the
     process's resident memory; the data stays in the file (and the page cache), so a
-    build over billions of postings holds only the chunk it is working on.
+    build over billions of postings holds only the chunk it is working on. Not
+    `write_back` (a scratch file, read back and deleted soon): on Linux, changed pages are
+    not written to the disk first (dropping them from a shared file mapping leaves them in
+    the page cache, where reading the file finds them; the kernel writes them later, or
+    never if the file is deleted first); elsewhere they are.
     """
     for array in arrays:
         base = array
@@ -634,7 +638,7 @@ def release_pages(*arrays: np.ndarray) -> None:
         mapping = getattr(base, "_mmap", None)
         if mapping is None:
             continue
-        if base.flags.writeable:
+        if base.flags.writeable and (write_back or not sys.platform.startswith("linux")):
             mapping.flush()
         if hasattr(mmap_module, "MADV_DONTNEED"):
             mapping.madvise(mmap_module.MADV_DONTNEED)

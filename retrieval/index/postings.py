@@ -165,6 +165,9 @@ def _sort_terms(indptr, lo, hi, docnos, tfs):
             tfs[p] = np.int32(keys[p - a] & 0xFFFFFFFF)
 
 
+_RUN_PARTS = ("terms", "docs", "tfs")  # the files of a spilled run
+
+
 class InvertedIndexBuilder:
     """Accumulates analysed documents, then writes the postings arrays, in bounded memory.
 
@@ -281,15 +284,22 @@ class InvertedIndexBuilder:
         return terms, docs, tfs
 
     def _spill(self) -> None:
-        path = Path(self.spill_dir) / f"run{len(self.runs):05d}.npy"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_array(path, np.stack(self._run_arrays()))
-        self.runs.append(path)
+        """Write the current run to `spill_dir`: three files, its term ids, documents and tfs (saved
+        apart, not stacked into one array: no copy of the run in memory)."""
+        stem = Path(self.spill_dir) / f"run{len(self.runs):05d}"
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        for name, array in zip(_RUN_PARTS, self._run_arrays()):
+            save_array(stem.with_name(f"{stem.name}.{name}.npy"), array)
+        self.runs.append(stem)
+
+    def _run_files(self, stem: Path) -> list[Path]:
+        return [stem.with_name(f"{stem.name}.{name}.npy") for name in _RUN_PARTS]
 
     def _all_runs(self, last: tuple[np.ndarray, np.ndarray, np.ndarray]):
-        """Every run in add order: the spilled ones (loaded one at a time), then `last`."""
-        for path in self.runs:
-            terms, docs, tfs = np.load(path, allow_pickle=False)
+        """Every run in add order: the spilled ones (memory-mapped one at a time: a pass that needs
+        only the term ids reads only those), then `last`."""
+        for stem in self.runs:
+            terms, docs, tfs = (np.asarray(load_array(path)) for path in self._run_files(stem))
             yield terms, docs, tfs
         yield last
 
@@ -319,17 +329,17 @@ class InvertedIndexBuilder:
         for run_terms, run_docs, run_tfs in self._all_runs(last):  # scatter each run to its terms' slots
             _scatter(remap[run_terms], run_docs, run_tfs, docno_of, cursor, np.asarray(docnos),
                      np.asarray(tfs))
-            release_pages(docnos, tfs)  # scattered writes touch every page: keep none resident
+            release_pages(docnos, tfs, write_back=False)  # scattered writes touch every page: keep none
+            # resident (scratch files: pack_files reads them, from the page cache, and deletes them)
         del last
         for lo, hi in term_ranges(indptr, chunk_postings):  # then each term's postings by docno
             a, b = int(indptr[lo]), int(indptr[hi])
             _sort_terms(indptr, lo, hi, np.asarray(docnos[a:b]), np.asarray(tfs[a:b]))
-            release_pages(docnos, tfs)
-        docnos.flush()
-        tfs.flush()
+            release_pages(docnos, tfs, write_back=False)
         del docnos, tfs
-        for path in self.runs:
-            path.unlink()
+        for stem in self.runs:
+            for path in self._run_files(stem):
+                path.unlink()
         write_terms(out, terms)
         save_array(out / "indptr.npy", indptr)
         lengths = np.empty(n_docs, dtype=np.int32)
