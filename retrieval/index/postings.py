@@ -288,8 +288,8 @@ class InvertedIndexBuilder:
         apart, not stacked into one array: no copy of the run in memory)."""
         stem = Path(self.spill_dir) / f"run{len(self.runs):05d}"
         stem.parent.mkdir(parents=True, exist_ok=True)
-        for name, array in zip(_RUN_PARTS, self._run_arrays()):
-            save_array(stem.with_name(f"{stem.name}.{name}.npy"), array)
+        for path, values in zip(self._run_files(stem), self._run_arrays()):
+            save_array(path, values)
         self.runs.append(stem)
 
     def _run_files(self, stem: Path) -> list[Path]:
