@@ -133,36 +133,101 @@ def _count(tokens, lengths, vocabulary):
 @njit(nogil=True, cache=True)
 def _scatter(ids, docs, tfs, docno_of, cursor, out_docnos, out_tfs):
     """Each posting (sorted term id, add-order document, tf) of a run written at its term's cursor,
-    which moves on: a counting sort by term, stable, so a term's postings keep add order."""
-    for i in range(len(ids)):
-        t = ids[i]
-        p = cursor[t]
-        out_docnos[p] = docno_of[docs[i]]
-        out_tfs[p] = tfs[i]
-        cursor[t] = p + 1
+    which moves on: a counting sort by term, the run's documents taken in docno order, so a term's
+    postings from one run come out sorted by docno. `docs` rises (a document's postings together)."""
+    n = len(ids)
+    if n == 0:
+        return
+    first = docs[0]
+    count = docs[n - 1] - first + 1
+    start = np.zeros(count + 1, np.int64)  # postings of document first + j: [start[j], start[j + 1])
+    for i in range(n):
+        start[docs[i] - first + 1] += 1
+    for j in range(count):
+        start[j + 1] += start[j]
+    for j in np.argsort(docno_of[first:first + count]):
+        docno = docno_of[first + j]
+        for i in range(start[j], start[j + 1]):
+            t = ids[i]
+            p = cursor[t]
+            out_docnos[p] = docno
+            out_tfs[p] = tfs[i]
+            cursor[t] = p + 1
+
+
+@njit(nogil=True, cache=True)
+def _merge(src_d, src_t, dst_d, dst_t, a, m, b):
+    """Merge src[a:m] and src[m:b] (each rising by docno) into dst[a:b]."""
+    i, j, k = a, m, a
+    while i < m and j < b:
+        if src_d[j] < src_d[i]:
+            dst_d[k] = src_d[j]
+            dst_t[k] = src_t[j]
+            j += 1
+        else:
+            dst_d[k] = src_d[i]
+            dst_t[k] = src_t[i]
+            i += 1
+        k += 1
+    while i < m:
+        dst_d[k] = src_d[i]
+        dst_t[k] = src_t[i]
+        i += 1
+        k += 1
+    while j < b:
+        dst_d[k] = src_d[j]
+        dst_t[k] = src_t[j]
+        j += 1
+        k += 1
 
 
 @njit(nogil=True, cache=True)
 def _sort_terms(indptr, lo, hi, docnos, tfs):
-    """Sort each posting list of terms [lo, hi) by docno (arrays from posting indptr[lo]); lists
-    already in order (documents added in doc id order) are left as they are."""
+    """Sort each posting list of terms [lo, hi) by docno (arrays from posting indptr[lo]): its
+    rising stretches (one per run that has the term, _scatter) merged pairwise until one is left;
+    lists already in order are left as they are."""
     base = indptr[lo]
+    longest = 0
+    for t in range(lo, hi):
+        longest = max(longest, indptr[t + 1] - indptr[t])
+    spare_d = np.empty(longest, np.int32)
+    spare_t = np.empty(longest, np.int32)
+    bounds = np.empty(longest + 1, np.int64)
     for t in range(lo, hi):
         a, b = indptr[t] - base, indptr[t + 1] - base
-        ordered = True
-        for p in range(a + 1, b):
-            if docnos[p] < docnos[p - 1]:
-                ordered = False
-                break
-        if ordered:
+        n = b - a
+        stretches = 0
+        bounds[0] = 0
+        for p in range(1, n):
+            if docnos[a + p] < docnos[a + p - 1]:
+                stretches += 1
+                bounds[stretches] = p
+        if stretches == 0:
             continue
-        keys = np.empty(b - a, np.int64)  # docnos are distinct within a term: sort (docno, tf) pairs
-        for p in range(a, b):
-            keys[p - a] = (np.int64(docnos[p]) << 32) | np.int64(tfs[p])
-        keys.sort()
-        for p in range(a, b):
-            docnos[p] = np.int32(keys[p - a] >> 32)
-            tfs[p] = np.int32(keys[p - a] & 0xFFFFFFFF)
+        stretches += 1
+        bounds[stretches] = n
+        src_d, src_t = docnos[a:b], tfs[a:b]
+        dst_d, dst_t = spare_d[:n], spare_t[:n]
+        in_spare = False
+        while stretches > 1:
+            merged = 0
+            for s in range(0, stretches, 2):
+                lo_s = bounds[s]
+                if s + 1 < stretches:
+                    _merge(src_d, src_t, dst_d, dst_t, lo_s, bounds[s + 1], bounds[s + 2])
+                else:
+                    dst_d[lo_s:bounds[s + 1]] = src_d[lo_s:bounds[s + 1]]
+                    dst_t[lo_s:bounds[s + 1]] = src_t[lo_s:bounds[s + 1]]
+                bounds[merged] = lo_s
+                merged += 1
+            bounds[merged] = n
+            stretches = merged
+            src_d, dst_d = dst_d, src_d
+            src_t, dst_t = dst_t, src_t
+            in_spare = not in_spare
+        if in_spare:
+            docnos[a:b] = src_d
+            tfs[a:b] = src_t
 
 
 _RUN_PARTS = ("terms", "docs", "tfs")  # the files of a spilled run
