@@ -189,6 +189,19 @@ def test_packed_index_refused_by_a_reader_of_the_flat_format(tiny_docs, tmp_path
         Index.open(tmp_path / "idx")
 
 
+def test_pages_dropped_without_writing_back_still_read(tmp_path):
+    """release_pages(write_back=False) on a scratch array: what was written is what a reader of the
+    file then finds (the page cache keeps it), and the mapping can be written again after."""
+    array = storage.new_array(tmp_path / "a.npy", np.int32, (1 << 20,))
+    array[:] = np.arange(1 << 20, dtype=np.int32)
+    storage.release_pages(array, write_back=False)
+    assert np.array_equal(np.load(tmp_path / "a.npy"), np.arange(1 << 20))
+    array[::2] = -1
+    storage.release_pages(array[5:], write_back=False)  # a view of the mapping
+    assert np.load(tmp_path / "a.npy")[:4].tolist() == [-1, 1, -1, 3]
+    del array
+
+
 def test_arrays_never_unpickle(tmp_path):
     np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     with pytest.raises(InputError, match="cannot read array"):
