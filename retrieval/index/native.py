@@ -54,8 +54,10 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
     """Build doc store + inverted index at `path` atomically; returns the manifest.
 
     An existing index at `path` is replaced only once the new one is complete.
-    `workers` > 1 tokenizes and analyses text in that many processes (same index), each through
-    the compiled token tables with a vocabulary of its own mapped to the index's (index/parallel.py).
+    `workers` > 1 builds in that many processes (same index): this one reads the documents, stores
+    them and writes the postings, the `workers` - 1 others tokenize and analyse the texts, each
+    through the compiled token tables with a vocabulary of its own mapped to the index's
+    (index/parallel.py).
     Anything else at `path` (a file, a directory that is not an index) is refused
     unless `force`. `then(directory)` adds to the complete index while it is
     still in its temporary directory (dense and late parts), so that a failure
@@ -74,11 +76,11 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
         stored = write_docstore(tmp / DOCSTORE_FILE, documents)
         batches = _batches(iter(stored), TEXT_BATCH)
         workers = min(workers, available_cpus())
-        if workers > 1:  # tokenized and analysed in worker processes
+        if workers > 1:  # tokenized and analysed in workers - 1 processes beside this one
             from retrieval.index.parallel import add_in_workers
 
             added = add_in_workers(builder, ((batch, [doc.contents for doc in batch]) for batch in batches),
-                                   analyzer, workers)
+                                   analyzer, workers - 1)
         else:
             added = _add_here(builder, batches, analyzer)
         bar = tqdm(desc="indexing", unit=" docs", disable=not progress or None)
