@@ -39,7 +39,8 @@ is left out of its timing. PISA is timed with several query algorithms and
 the best is shown. Top-10 overlap with ours (analyzers differ, so overlap, not
 identity) is the mean share of ours' top 10 each engine also returns.
 --threads 2 builds and searches on two threads where an engine can (ours:
-two tokenizing and analysing workers and two search threads; tantivy: a two-thread writer, its
+two build processes, one of them tokenizing and analysing, and two search
+threads; tantivy: a two-thread writer, its
 search one query at a time on one; PISA: two threads both ways; bm25s: its
 build has no thread setting, its search two), with indexes of their own
 (ENGINE-2t under the scratch directory) and a section of its own.
