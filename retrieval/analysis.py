@@ -221,12 +221,13 @@ def analyse_all(items: Iterable[T], text_of, analyzer: Analyzer, workers: int = 
         yield from zip(chunk, result)
 
 
-def in_processes(jobs: Iterable[tuple[T, Any]], work, init, initargs: tuple, workers: int
-                 ) -> Iterator[tuple[T, Any]]:
+def in_processes(jobs: Iterable[tuple[T, Any]], work, init, initargs: tuple, workers: int,
+                 ahead: int | None = None) -> Iterator[tuple[T, Any]]:
     """(key, work(argument)) for each (key, argument) of `jobs`, in order, computed in `workers`
     processes started with `init(*initargs)` (which should call `ignore_interrupts`); at most
-    2 * workers jobs are in flight. A worker takes its jobs in the order given, so state it keeps
-    from one job to the next sees them in that order."""
+    `ahead` jobs (default 2 * workers) are in flight. A worker takes its jobs in the order given,
+    so state it keeps from one job to the next sees them in that order."""
+    ahead = 2 * workers if ahead is None else ahead
     ctx = worker_context()
     with workers_ignore_interrupts():
         pool = ctx.Pool(workers, init, initargs)
@@ -234,7 +235,7 @@ def in_processes(jobs: Iterable[tuple[T, Any]], work, init, initargs: tuple, wor
         pending: deque = deque()
         for key, argument in jobs:
             pending.append((key, pool.apply_async(work, (argument,))))
-            if len(pending) > 2 * workers:
+            if len(pending) > ahead:
                 done, result = pending.popleft()
                 yield done, result.get()
         while pending:

@@ -22,6 +22,7 @@ import numpy as np
 from retrieval.analysis import Analyzer, ignore_interrupts, in_processes
 from retrieval.index.postings import InvertedIndexBuilder, NewTerms
 
+AHEAD = 16  # batches in flight: the reading can run ahead while a worker meets many new tokens
 _worker: tuple[InvertedIndexBuilder, NewTerms, Analyzer] | None = None
 
 
@@ -68,7 +69,7 @@ def add_in_workers(builder: InvertedIndexBuilder, batches: Iterable[tuple[object
     numberings: dict[int, _Numbering] = {}
     vocabulary = builder.vocab
     for key, (pid, start, new, ids, counts) in in_processes(batches, _term_ids, _init,
-                                                             (analyzer.settings,), workers):
+                                                             (analyzer.settings,), workers, AHEAD):
         numbering = numberings.setdefault(pid, _Numbering())
         if start != numbering.size:  # a worker takes its batches in order, as they are added
             raise AssertionError(f"worker {pid} sent terms from {start}, expected {numbering.size}")
