@@ -190,7 +190,8 @@ def squad_data(data_dir: Path, where: Path, cache: Path, depth: int, checkpoint:
                            checkpoint=checkpoint)(topics, first)
     fitting, held = squad_split(qrels)
     print(f"{SQUAD}: features of {len(feats.features)} questions over {len(passages)} paragraphs"
-          f" ({len(fitting)} training, {len(held)} validation; late: {checkpoint})", file=sys.stderr, flush=True)
+          f" ({len(fitting)} training, {len(held)} validation; late: {checkpoint})",
+          file=sys.stderr, flush=True)
     return ((subset(feats, fitting), Qrels({q: qrels[q] for q in fitting})),
             (subset(feats, held), Qrels({q: qrels[q] for q in held})))
 
@@ -245,7 +246,7 @@ def inner_folds(data: dict, train: list[str]):
     training collection held out in turn; with one training collection, every fifth of its queries.
     With SQuAD in `data` (a SQuAD protocol) every inner fold also trains on its training questions,
     and one more inner fold validates on its held-out questions."""
-    extra, extra_held = data[SQUAD] if SQUAD in data else ((), ())
+    extra, extra_held = data.get(SQUAD, ((), ()))
     extra = [extra] if extra else []
     if len(train) > 1:
         for held in train:
@@ -419,9 +420,11 @@ def main() -> None:
                     help="nested (default): nested leave-one-collection-out choice; transfer: also the"
                     " hybrid itself as a candidate (fallback) and the linear L2 grid extended to 1e5;"
                     " shift: transfer, and LambdaMART's grid adds monotone constraints and 3-leaf trees;"
-                    " shift+squad: shift, with SQuAD 2.0 dev questions in every fold's training and validation")
+                    " shift+squad: shift, with SQuAD 2.0 dev questions in every fold's training and"
+                    " validation")
     ap.add_argument("--squad-index", type=Path, default=None,
-                    help="where the SQuAD paragraph index is (built when missing; default INDEXES/squad2-dev)")
+                    help="where the SQuAD paragraph index is (built when missing; default"
+                    " INDEXES/squad2-dev)")
     ap.add_argument("--late-loo", action="append", default=[], metavar="NAME=CHECKPOINT",
                     help="for held-out collection NAME, the late feature from a checkpoint trained without"
                     " it (default: zero-shot MaxSim for every collection)")
