@@ -194,6 +194,34 @@ def test_search_reranks_by_an_ltr_checkpoint(cacm_index, cacm_features, tmp_path
                  "zero-shot", "--output", str(tmp_path / "x")]) == 2
 
 
+def test_search_with_a_fallback_model_keeps_the_first_stage_without_computing_features(
+        cacm_index, cacm_features, tmp_path, monkeypatch):
+    """`search --ltr` with a fallback model writes the cascade's run (the first stage's ranking of the
+    top --ltr-depth) without computing a feature."""
+    from retrieval.ltr.features import FeatureStage
+
+    model = fit("linear", {"l2": 1.0, "normalisation": "zscore"}, cacm_features.names, [cacm_features],
+                [load_qrels("cacm")])
+    model.fallback = True
+    model.save(tmp_path / "m")
+    topics = load_topics("cacm")
+    cascade = (registry.build("bm25", cacm_index, hits=200) % 200
+               >> registry.build("features", cacm_index, depth=30)
+               >> registry.build("ltr", cacm_index, checkpoint=str(tmp_path / "m")))(topics)
+
+    def computed(*args, **kwargs):
+        raise AssertionError("a fallback model needs no feature")
+
+    monkeypatch.setattr(FeatureStage, "compute", computed)
+    monkeypatch.setattr(FeatureStage, "__init__", computed)
+    out = tmp_path / "run.txt"
+    assert main(["search", "--index", str(cacm_index.path), "--topics", "cacm", "--hits", "200",
+                 "--ltr", str(tmp_path / "m"), "--ltr-depth", "30", "--tag", "t",
+                 "--output", str(out)]) in (0, None)
+    assert out.read_text() == format_run(cascade, "t")
+    assert sum(line.startswith("1 ") for line in out.read_text().splitlines()) == 30
+
+
 def test_rank_normalisation_is_the_within_query_rank_with_ties_shared():
     from retrieval.ltr.model import normalise_query, within_query_rank
 
