@@ -103,23 +103,36 @@ class Analyzer:
         """`analyse_token` of each token, in one loop (a builder's batch of tokens it has not met):
         possessive dropped, lower case, stopwords to "", Porter for tokens ending in a-z (every rule's
         suffix ends in a letter a-z: other tokens, numbers..., are their own stem), stems cached by
-        lower-cased token so tokens that differ only in case share one."""
+        lower-cased token so tokens that differ only in case share one; the ASCII tokens not stemmed
+        before are stemmed together at the end (compiled when they are many)."""
         stopwords, stems, porter = self.stopwords, self._stems, self.stemmer == "porter"
         out = []
         append = out.append
+        unstemmed: dict[str, list[int]] = {}  # ASCII token not stemmed yet -> where it goes in `out`
         for token in tokens:
             if len(token) >= 2 and token[-1] in "sS" and token[-2] in "'\u2019\uff07":
                 token = token[:-2]  # EnglishPossessiveFilter
-            token = token.lower() if token.isascii() else java_lower(token)
+            ascii_token = token.isascii()
+            token = token.lower() if ascii_token else java_lower(token)
             if not token or token in stopwords:
                 append("")
             elif porter and "a" <= token[-1] <= "z":
                 stem = stems.get(token)
                 if stem is None:
+                    if ascii_token:
+                        unstemmed.setdefault(token, []).append(len(out))
+                        append("")
+                        continue
                     stem = stems[token] = porter_stem(token)
                 append(stem)
             else:
                 append(token)
+        if unstemmed:
+            words = list(unstemmed)
+            for word, stem in zip(words, _stem_all(words)):
+                stems[word] = stem
+                for i in unstemmed[word]:
+                    out[i] = stem
         return out
 
     def __call__(self, text: str) -> list[str]:
@@ -134,6 +147,18 @@ class Analyzer:
     def term(self, token: str) -> str:
         """The index term of one word token ("" for none: a stopword)."""
         return self._term_of[token]
+
+
+COMPILED_STEMS = 4  # words at a time from which the compiled stemmer is used (faster from 4; it loads numba)
+
+
+def _stem_all(words: list[str]) -> list[str]:
+    """Porter stems of ASCII words: compiled for many (retrieval.porter_compiled), else one at a time."""
+    if len(words) < COMPILED_STEMS:
+        return list(map(porter_stem, words))
+    from retrieval.porter_compiled import stems
+
+    return stems(words)
 
 
 class _TermCache(dict):

@@ -57,3 +57,15 @@ def test_known_stems():
     assert [stem(w) for w in ("technology", "computers", "running", "generalizations", "oscillators",
                               "ab", "yyyy", "controlling")] == [
         "technolog", "comput", "run", "gener", "oscil", "ab", "yyyi", "control"]
+
+
+def test_compiled_stems_are_the_stems():
+    """retrieval.porter_compiled gives `stem` of each word: ASCII words in one compiled pass, a list
+    with a word beyond ASCII or a "*" one at a time."""
+    from retrieval.porter_compiled import stems
+
+    words = WORDS + generated(40_000, seed=1)
+    simple = [w for w in words if w.isascii() and "*" not in w]
+    assert len(simple) > 10_000 and stems(simple) == [stem(w) for w in simple]
+    assert stems(words) == [stem(w) for w in words]
+    assert stems([]) == [] and stems(["a", "is", "ponies"]) == ["a", "is", "poni"]
