@@ -207,6 +207,7 @@ class AsciiTokenTable:
         self._starts = np.zeros(1 << 12, np.int64)
         self._ends = np.zeros(1 << 12, np.int64)
         self._out = np.zeros(1 << 12, np.int64)
+        self._resolved = 0  # entries analysed so far (resolve)
 
     def _room(self, size: int) -> None:
         """Grow the arrays so that a text of `size` bytes fits (at most `size` new tokens)."""
@@ -230,34 +231,56 @@ class AsciiTokenTable:
     def term_ids(self, text: str) -> bytes | None:
         """The term ids (int32, native order, as bytes) of the tokens of an ASCII `text`, -1 for a
         token without a term; None when a token is longer than 255 characters."""
+        return self._ids(self.entries(text))
+
+    def entries(self, text: str) -> np.ndarray | None:
+        """The table entries of the tokens of `text` (`term[entry]` is a token's term id once
+        `resolve` has run: new tokens are analysed then), or None as `term_ids`."""
         data = np.frombuffer(text.encode("ascii"), np.uint8)
-        return self._term_ids(data, data, MAX_TOKEN_UNITS)
+        return self._entries(data, data, MAX_TOKEN_UNITS)
 
     def term_ids_of_texts(self, texts: list[str]) -> tuple[bytes, list[int]] | None:
         """`term_ids` of ASCII `texts` in one pass (one call into the compiled loops, not one a text):
         the term ids of all their tokens, one text's after another's, and each text's number of
-        tokens; None when a token is longer than 255 characters. The texts are joined by "\n",
-        which no token spans (not a word character, nor a joiner)."""
+        tokens; None when a token is longer than 255 characters."""
+        found = self.entries_of_texts(texts)
+        return None if found is None else (self._ids(found[0]), found[1])
+
+    def entries_of_texts(self, texts: list[str]) -> tuple[np.ndarray, list[int]] | None:
+        """`entries` of ASCII `texts` in one pass, and each text's number of tokens. The texts are
+        joined by "\n", which no token spans (not a word character, nor a joiner)."""
         data = np.frombuffer("\n".join(texts).encode("ascii"), np.uint8)
-        ids = self._term_ids(data, data, MAX_TOKEN_UNITS)
-        if ids is None:
+        entries = self._entries(data, data, MAX_TOKEN_UNITS)
+        if entries is None:
             return None
         ends = np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)) + 1) - 1  # each "\n"
-        before = np.searchsorted(self._starts[:len(ids) // 4], ends)  # tokens up to each text's end
-        return ids, np.diff(before, prepend=0).tolist()
+        before = np.searchsorted(self._starts[:len(entries)], ends)  # tokens up to each text's end
+        return entries, np.diff(before, prepend=0).tolist()
 
-    def _term_ids(self, view: np.ndarray, data: np.ndarray, longest: int) -> bytes | None:
-        """The term ids of the tokens ASCII_WORD finds in `view` (uint8), looked up by their units in
-        `data`; None when one is longer than `longest`."""
+    def _ids(self, entries: np.ndarray | None) -> bytes | None:
+        """The term ids of `entries` (new tokens analysed first), as bytes; None for None."""
+        if entries is None:
+            return None
+        self.resolve()
+        return self.term[entries].tobytes()
+
+    def _entries(self, view: np.ndarray, data: np.ndarray, longest: int) -> np.ndarray | None:
+        """The entries of the tokens ASCII_WORD finds in `view` (uint8), looked up by their units in
+        `data` (a new token gets the next entry, analysed by `resolve`); None when one is longer
+        than `longest`."""
         self._room(len(data))
         count = _tokens(view, longest, self._starts, self._ends)
         if count < 0:
             return None
-        before = int(self.state[0])
         _lookup(data, self._starts, self._ends, count, self.slots, self.key_start, self.arena,
                 self.state, self._out)
-        after = int(self.state[0])
-        if after > before:  # new tokens: analysed once each
+        return self._out[:count].copy()
+
+    def resolve(self) -> None:
+        """Analyse the tokens entered since the last call, all together (`token_ids`, or `term_of`
+        and `vocabulary`), so `term` gives every entry's term id."""
+        before, after = self._resolved, int(self.state[0])
+        if after > before:
             bounds = self.key_start[before:after + 1].tolist()
             text = self.arena[bounds[0]:bounds[-1]].tobytes().decode(self.encoding)
             first = bounds[0]
@@ -268,7 +291,7 @@ class AsciiTokenTable:
                 term_of, vocabulary = self.term_of, self.vocabulary
                 names = list(map(term_of, tokens))
                 self.term[before:after] = [vocabulary[name] if name else -1 for name in names]
-        return self.term[self._out[:count]].tobytes()
+            self._resolved = after
 
 
 class UnicodeTokenTable(AsciiTokenTable):
@@ -287,6 +310,11 @@ class UnicodeTokenTable(AsciiTokenTable):
     def term_ids(self, text: str) -> bytes | None:
         """The term ids (int32, native order, as bytes) of the tokens of `text` (`words(text)`), -1 for
         a token without a term; None when `words` would need its full grammar or a token is long."""
+        return self._ids(self.entries(text))
+
+    def entries(self, text: str) -> np.ndarray | None:
+        """The table entries of the tokens of `text` (see AsciiTokenTable.entries), or None as
+        `term_ids`."""
         try:
             codes = np.frombuffer(text.encode("utf-32-le"), np.uint32)
         except UnicodeEncodeError:  # a lone surrogate
@@ -301,4 +329,4 @@ class UnicodeTokenTable(AsciiTokenTable):
             missing, full = _stand_ins(codes, self.stand_ins, view)
         if full:
             return None
-        return self._term_ids(view, codes, MAX_TOKEN_UNITS // 2)  # at most two UTF-16 units a character
+        return self._entries(view, codes, MAX_TOKEN_UNITS // 2)  # at most two UTF-16 units a character

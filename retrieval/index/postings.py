@@ -300,21 +300,33 @@ class InvertedIndexBuilder:
 
     def add_texts(self, texts: list[str], tokens: Callable[[str], list[str]]) -> None:
         """`add_text` of each text in turn; consecutive ASCII texts tokenized and looked up together
-        (AsciiTokenTable.term_ids_of_texts: one compiled pass for them all)."""
+        (AsciiTokenTable.entries_of_texts: one compiled pass for them all), and the tokens new to the
+        tables analysed together once every text is looked up (`resolve`: one call of the analyzer
+        for the batch, not one a text)."""
+        added: list[tuple[AsciiTokenTable | None, Any, list[int]]] = []  # (table, entries, counts)
         i = 0
         while i < len(texts):
             j = i
             while j < len(texts) and texts[j].isascii():
                 j += 1
-            if j - i > 1 and (found := self.ascii.term_ids_of_texts(texts[i:j])) is not None:
-                ids, counts = found
-                self._tokens.frombytes(ids)
-                self._added(*counts)
+            if j - i > 1 and (found := self.ascii.entries_of_texts(texts[i:j])) is not None:
+                added.append((self.ascii, *found))
                 i = j
                 continue
             for text in texts[i:max(j, i + 1)]:
-                self.add_text(text, tokens)
+                table = self.ascii if text.isascii() else self.unicode
+                if (entries := table.entries(text)) is not None:
+                    added.append((table, entries, [len(entries)]))
+                else:  # the tokenizer's tokens, numbered now (ids as bytes)
+                    found_tokens = tokens(text)
+                    ids = array("i", map(self.token_ids.__getitem__, found_tokens))
+                    added.append((None, ids.tobytes(), [len(found_tokens)]))
             i = max(j, i + 1)
+        self.ascii.resolve()
+        self.unicode.resolve()
+        for table, entries, counts in added:
+            self._tokens.frombytes(entries if table is None else table.term[entries].tobytes())
+            self._added(*counts)
 
     def add_ids(self, ids: np.ndarray, counts: np.ndarray) -> None:
         """Add documents as the term ids of their tokens (int32, -1 for a token without a term; ids of
