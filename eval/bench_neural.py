@@ -219,13 +219,13 @@ def choice_rows(name: str, model: str, on: list[TopicSet], choices: dict, eviden
         alone = pooled_mean(sets, (first, model, "interpolate", 0.0, 100))
         choices[name, first] = (*c.setting, round(c.mean, 4))
         evidence[name, first] = guard.record(c) | {"model": model}
-        rows.append(f"| {name} | {', '.join(s.name for s in sets)} ({c.queries}) | {first} | "
+        rows.append(f"| {name} | {', '.join(s.name for s in sets)}: {c.queries} | {first} | "
                     f"{c.first_mean:.4f} | {label(*c.best)} | {c.best_mean:.4f} | {c.p:.2g} | "
                     f"{c.passing} of {c.candidates} | **{label(*c.setting)}** | {c.mean:.4f} | {alone:.4f} |")
     return rows
 
 
-HEAD = ("| model | chosen on (queries) | first stage | first stage's objective | best fused setting | its "
+HEAD = ("| model | chosen on: queries | first stage | first stage's objective | best fused setting | its "
         "objective | one-sided p | candidates passing | chosen | chosen's objective | MaxSim alone (depth "
         "100) |"
         "\n|---|---|---|---:|---|---:|---:|---:|---|---:|---:|")
