@@ -1,7 +1,8 @@
 """Learning to rank in the cascade, leave-one-collection-out, against the hybrid (issue 52).
 
     python eval/bench_ltr.py [--indexes DIR] [--cache DIR] [--depth 100] [--choices FILE [--choose-only]]
-                             [--late-loo NAME=CHECKPOINT ...] [--protocol nested|transfer|shift]
+                             [--late-loo NAME=CHECKPOINT ...] [--protocol nested|transfer|shift|shift+squad]
+                             [--squad-index DIR]
 
 On CACM, Cranfield, Vaswani and SciFact (test topics): the single stages
 (BM25, QLD, BM25+RM3, BM25+Rocchio, dense, dense Rocchio, late MaxSim over the
@@ -56,7 +57,30 @@ output only rising with each stage score and the first stage's score, only
 falling with its rank) and `num_leaves` 3 or 7, beside the former settings
 (normalisation z-score or rank, `base` 0 or 1, i.e. trees from nothing or a
 residual over the hybrid's normalised score, gain exp or linear). The default
-protocol (`nested`) is the earlier one, unchanged. nDCG@10 and MAP, each system against the
+protocol (`nested`) is the earlier one, unchanged.
+
+`--protocol shift+squad` (issue 52d), fixed before any of its figures were
+computed, is `shift` with a sparse-judgement collection that is never a test
+collection in every fold's training and validation: SQuAD 2.0 dev questions
+(the bundled squad2-dev, answerable ones) with the paragraph that answers them
+as the one relevant document (DPR style, as retrieval/late/sources.py
+`squad_questions` builds it: every paragraph whose text is in xquad-en left out
+with its questions), over an index of the kept paragraphs (`--squad-index`,
+built with the same dense encoder and zero-shot late part as the collections').
+A seeded sample of SQUAD_QUESTIONS questions (seed SQUAD_SEED) is split by
+paragraph: the questions of a seeded SQUAD_HELD_SHARE of the paragraphs validate,
+the rest train. Every inner fold trains on its training collections and the
+SQuAD training questions; one more inner fold validates on the SQuAD held-out
+questions (training on all the fold's training collections and the SQuAD
+training questions), so the mean validation figure over the inner folds sees a
+one-relevant-document regime beside the training collections'; the final model of
+a fold trains on its training collections and every sampled SQuAD question. The
+hybrid-as-candidate fallback compares on the same inner folds. Neither encoder
+saw these questions: the dense encoder and the zero-shot late feature are stock
+all-MiniLM-L6-v2 (trained by sentence-transformers on SQuAD 2.0 *train* pairs,
+whose articles are disjoint from dev's, among a billion other pairs), and
+`--late-loo` checkpoints (trained by eval/train_late_loo.py on these SQuAD
+questions) are refused with this protocol. nDCG@10 and MAP, each system against the
 hybrid by paired t-test and Wilcoxon (Holm over the systems of a table), per
 collection and over the pooled queries of the four.
 """
@@ -65,6 +89,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 from pathlib import Path
@@ -77,7 +102,7 @@ sys.path.insert(0, str(ROOT))
 from benchlib import machine_line, publish  # noqa: E402
 
 from retrieval import registry  # noqa: E402
-from retrieval.collections import load_documents, load_qrels, load_topics  # noqa: E402
+from retrieval.collections import data_dir, load_documents, load_qrels, load_topics  # noqa: E402
 from retrieval.evaluation.measures import evaluate, per_query  # noqa: E402
 from retrieval.evaluation.significance import compare  # noqa: E402
 from retrieval.index.kinds import open_index  # noqa: E402
@@ -98,8 +123,14 @@ GRIDS = {  # nested-validated; few leaves, many rows per leaf: strong regularisa
 }
 LABELS = {"lambdamart": "LTR LambdaMART", "linear": "LTR linear", "coordascent": "LTR coord. ascent"}
 ZERO_SHOT = "zero-shot"
-PROTOCOLS = ("nested", "transfer", "shift")
-FALLBACK_PROTOCOLS = ("transfer", "shift")  # the hybrid is a candidate of every choice
+PROTOCOLS = ("nested", "transfer", "shift", "shift+squad")
+FALLBACK_PROTOCOLS = ("transfer", "shift", "shift+squad")  # the hybrid is a candidate of every choice
+SQUAD_PROTOCOLS = ("shift+squad",)  # SQuAD questions in every fold's training and validation
+SQUAD = "squad2-dev"  # the bundled SQuAD 2.0 dev split; never a test collection here
+SQUAD_EXCLUDE = "xquad-en"  # its paragraphs (and their questions) left out, as the reader's training does
+SQUAD_QUESTIONS = 600  # answerable questions sampled (seeded), a CPU budget
+SQUAD_SEED = 52
+SQUAD_HELD_SHARE = 0.25  # of the sampled questions' paragraphs: their questions validate
 TRANSFER_L2 = (0.1, 10.0, 1000.0, 1e4, 1e5)  # --protocol transfer: past the former edge (1000)
 SHIFT_LAMBDAMART = GRIDS["lambdamart"] | {"num_leaves": (3, 7), "monotone": (False, True)}
 
@@ -109,7 +140,7 @@ def grids_for(protocol: str) -> dict:
     LambdaMART with monotone constraints and with 3-leaf trees (a superset of the former grid)."""
     if protocol in FALLBACK_PROTOCOLS:
         grids = GRIDS | {"linear": GRIDS["linear"] | {"l2": TRANSFER_L2}}
-        return grids | {"lambdamart": SHIFT_LAMBDAMART} if protocol == "shift" else grids
+        return grids | {"lambdamart": SHIFT_LAMBDAMART} if protocol.startswith("shift") else grids
     return GRIDS
 
 
@@ -123,6 +154,52 @@ def index_for(name: str, root: Path):
         build_with_parts(load_documents(name), path, source=f"collection:{name}", analyzer=Analyzer(),
                          dense=dense_part(None, None), late=late_part(ZERO_SHOT, None))
     return open_index(path)
+
+
+def squad_split(qrels: Qrels, share: float = SQUAD_HELD_SHARE, seed: int = SQUAD_SEED
+                ) -> tuple[set[str], set[str]]:
+    """(training, validation) SQuAD question ids: the questions of a seeded `share` of the relevant
+    paragraphs validate, so no paragraph is relevant in both."""
+    paragraphs = sorted({d for judged in qrels.values() for d, g in judged.items() if g > 0})
+    random.Random(seed).shuffle(paragraphs)
+    held = set(paragraphs[:round(len(paragraphs) * share)])
+    valid = {q for q, judged in qrels.items() if any(g > 0 and d in held for d, g in judged.items())}
+    return set(qrels) - valid, valid
+
+
+def squad_data(data_dir: Path, where: Path, cache: Path, depth: int, checkpoint: str,
+               questions: int = SQUAD_QUESTIONS) -> tuple[tuple, tuple]:
+    """((training features, qrels), (validation features, qrels)) of a seeded sample of SQuAD 2.0 dev
+    questions over an index of its paragraphs (xquad-en's left out), built at `where` when missing with
+    the dense encoder and zero-shot late part of the collections' indexes."""
+    from retrieval.late.sources import squad_questions
+    from retrieval.types import Document
+
+    passages, topics, qrels = squad_questions(data_dir / SQUAD / "dev-v2.0.json",
+                                              data_dir / SQUAD_EXCLUDE / "xquad.en.json", questions,
+                                              SQUAD_SEED)
+    if not (where / "manifest.json").is_file():
+        from retrieval.analysis import Analyzer
+        from retrieval.building import build_with_parts, dense_part, late_part
+
+        build_with_parts([Document(pid, t, x) for pid, (t, x) in passages.items()], where, source=SQUAD,
+                         analyzer=Analyzer(), dense=dense_part(None, None), late=late_part(ZERO_SHOT, None))
+    index = open_index(where)
+    first = registry.build("hybrid", index)(topics)
+    feats = registry.build("features", index, depth=depth, cache=str(cache / "features"),
+                           checkpoint=checkpoint)(topics, first)
+    fitting, held = squad_split(qrels)
+    print(f"{SQUAD}: features of {len(feats.features)} questions over {len(passages)} paragraphs"
+          f" ({len(fitting)} training, {len(held)} validation; late: {checkpoint})",
+          file=sys.stderr, flush=True)
+    return ((subset(feats, fitting), Qrels({q: qrels[q] for q in fitting})),
+            (subset(feats, held), Qrels({q: qrels[q] for q in held})))
+
+
+def training_sets(data: dict, train: list[str]) -> list[tuple]:
+    """The (features, qrels) a fold's final model trains on: its training collections' and, under a
+    SQuAD protocol, every sampled SQuAD question."""
+    return [data[c] for c in train] + list(data.get(SQUAD, ()))
 
 
 def collect(indexes: dict, cache: Path, depth: int, checkpoint: str) -> tuple[dict, dict]:
@@ -166,14 +243,21 @@ def column_run(features, name: str) -> Run:
 
 def inner_folds(data: dict, train: list[str]):
     """(name, training [(features, qrels)], validation [(features, qrels)]) of each inner fold: each
-    training collection held out in turn; with one training collection, every fifth of its queries."""
+    training collection held out in turn; with one training collection, every fifth of its queries.
+    With SQuAD in `data` (a SQuAD protocol) every inner fold also trains on its training questions,
+    and one more inner fold validates on its held-out questions."""
+    extra, extra_held = data.get(SQUAD, ((), ()))
+    extra = [extra] if extra else []
     if len(train) > 1:
         for held in train:
-            yield held, [data[c] for c in train if c != held], [data[held]]
-        return
-    run, qrels = data[train[0]]
-    fitting, held = split_queries(run)
-    yield f"{train[0]} (every 5th query)", [(subset(run, fitting), qrels)], [(subset(run, held), qrels)]
+            yield held, [data[c] for c in train if c != held] + extra, [data[held]]
+    else:
+        run, qrels = data[train[0]]
+        fitting, held = split_queries(run)
+        yield (f"{train[0]} (every 5th query)", [(subset(run, fitting), qrels)] + extra,
+               [(subset(run, held), qrels)])
+    if extra_held:
+        yield f"{SQUAD} (held-out questions)", [data[c] for c in train] + extra, [extra_held]
 
 
 def nested_choice(kind: str, names, data: dict, train: list[str],
@@ -253,6 +337,11 @@ def choose(folds, loo: dict[str, str], path: Path | None, collections: list[str]
     choices |= {"grids": choices.get("grids", {}) | grids, "collections": collections}
     if protocol != "nested":
         choices["protocol"] = protocol
+    if protocol in SQUAD_PROTOCOLS:
+        squad = {"questions": SQUAD_QUESTIONS, "seed": SQUAD_SEED, "held_share": SQUAD_HELD_SHARE}
+        if choices.setdefault("squad", squad) != squad:
+            raise SystemExit(f"bench_ltr: {path} holds choices for another SQuAD sample; remove it to"
+                             " choose again")
     for name in collections:
         checkpoint = loo.get(name, ZERO_SHOT)
         data, _ = folds(checkpoint)
@@ -330,12 +419,21 @@ def main() -> None:
     ap.add_argument("--protocol", choices=PROTOCOLS, default="nested",
                     help="nested (default): nested leave-one-collection-out choice; transfer: also the"
                     " hybrid itself as a candidate (fallback) and the linear L2 grid extended to 1e5;"
-                    " shift: transfer, and LambdaMART's grid adds monotone constraints and 3-leaf trees")
+                    " shift: transfer, and LambdaMART's grid adds monotone constraints and 3-leaf trees;"
+                    " shift+squad: shift, with SQuAD 2.0 dev questions in every fold's training and"
+                    " validation")
+    ap.add_argument("--squad-index", type=Path, default=None,
+                    help="where the SQuAD paragraph index is (built when missing; default"
+                    " INDEXES/squad2-dev)")
     ap.add_argument("--late-loo", action="append", default=[], metavar="NAME=CHECKPOINT",
                     help="for held-out collection NAME, the late feature from a checkpoint trained without"
                     " it (default: zero-shot MaxSim for every collection)")
     args = ap.parse_args()
     loo = parse_loo(args.late_loo)
+    squad = args.protocol in SQUAD_PROTOCOLS
+    if squad and loo:
+        raise SystemExit("bench_ltr: --late-loo's checkpoints were trained on the SQuAD questions that"
+                         f" --protocol {args.protocol} validates on; use the zero-shot late feature")
     collections = [c for c in COLLECTIONS if c in args.collections]
     if len(collections) < 2 or len(collections) != len(args.collections):
         raise SystemExit(f"bench_ltr: --collections takes two or more of {', '.join(COLLECTIONS)}")
@@ -345,6 +443,13 @@ def main() -> None:
     def folds(checkpoint: str) -> tuple[dict, dict]:
         if checkpoint not in computed:
             computed[checkpoint] = collect(indexes, args.cache, args.depth, checkpoint)
+            if squad:
+                computed[checkpoint][0][SQUAD] = squad_data(
+                    data_dir(), args.squad_index or args.indexes / SQUAD, args.cache, args.depth, checkpoint)
+                names = {tuple(pair[0].names) for pair in computed[checkpoint][0][SQUAD]}
+                if names != {tuple(next(iter(computed[checkpoint][0].values()))[0].names)}:
+                    raise SystemExit(f"bench_ltr: the SQuAD index's features {sorted(names)} are not the"
+                                     " collections'")
         return computed[checkpoint]
 
     kinds = [k for k in GRIDS if k in args.kinds]
@@ -371,8 +476,9 @@ def main() -> None:
         hybrid_validation[name] = first_stage_validation(data, train)
         for kind in kinds:
             c = choices[f"{name} {kind}"]
-            model = fit(kind, c["settings"], data[name][0].names, [data[t][0] for t in train],
-                        [data[t][1] for t in train], trees=c["trees"])
+            sets = training_sets(data, train)
+            model = fit(kind, c["settings"], data[name][0].names, [r for r, _ in sets],
+                        [q for _, q in sets], trees=c["trees"])
             if args.models is not None:
                 model.save(args.models / f"{kind}-without-{name}")
             runs[name][LABELS[kind]] = (first if c.get("fallback")
@@ -418,7 +524,13 @@ def main() -> None:
                if args.protocol in FALLBACK_PROTOCOLS else "")
             + ("; LambdaMART's `monotone`: LightGBM's monotone constraints (the tree output only rises"
                " with every stage score and the first stage's score, only falls with its rank;"
-               " retrieval/ltr/train.py MONOTONE)" if args.protocol == "shift" else "")
+               " retrieval/ltr/train.py MONOTONE)" if args.protocol.startswith("shift") else "")
+            + (f". SQuAD ({SQUAD}, never a test collection): {SQUAD_QUESTIONS} answerable questions sampled"
+               f" with seed {SQUAD_SEED} (xquad-en's paragraphs and their questions left out), the paragraph"
+               " that answers each its one relevant document; the questions of a seeded"
+               f" {SQUAD_HELD_SHARE:g} of the paragraphs are one more inner validation fold (`{SQUAD}"
+               " (held-out questions)`), the others train in every inner fold, and every sampled question"
+               " trains the final model" if squad else "")
             + ". LightGBM: L2 1.0, up to 300 trees, early stopping after 30 on the held-out collection's"
             " nDCG@10. Coordinate ascent: RankLib's, first restart from the hybrid's score alone"
             " (retrieval/ltr/coordinate.py).\n",

@@ -194,6 +194,34 @@ def test_search_reranks_by_an_ltr_checkpoint(cacm_index, cacm_features, tmp_path
                  "zero-shot", "--output", str(tmp_path / "x")]) == 2
 
 
+def test_search_with_a_fallback_model_keeps_the_first_stage_without_computing_features(
+        cacm_index, cacm_features, tmp_path, monkeypatch):
+    """`search --ltr` with a fallback model writes the cascade's run (the first stage's ranking of the
+    top --ltr-depth) without computing a feature."""
+    from retrieval.ltr.features import FeatureStage
+
+    model = fit("linear", {"l2": 1.0, "normalisation": "zscore"}, cacm_features.names, [cacm_features],
+                [load_qrels("cacm")])
+    model.fallback = True
+    model.save(tmp_path / "m")
+    topics = load_topics("cacm")
+    cascade = (registry.build("bm25", cacm_index, hits=200) % 200
+               >> registry.build("features", cacm_index, depth=30)
+               >> registry.build("ltr", cacm_index, checkpoint=str(tmp_path / "m")))(topics)
+
+    def computed(*args, **kwargs):
+        raise AssertionError("a fallback model needs no feature")
+
+    monkeypatch.setattr(FeatureStage, "compute", computed)
+    monkeypatch.setattr(FeatureStage, "__init__", computed)
+    out = tmp_path / "run.txt"
+    assert main(["search", "--index", str(cacm_index.path), "--topics", "cacm", "--hits", "200",
+                 "--ltr", str(tmp_path / "m"), "--ltr-depth", "30", "--tag", "t",
+                 "--output", str(out)]) in (0, None)
+    assert out.read_text() == format_run(cascade, "t")
+    assert sum(line.startswith("1 ") for line in out.read_text().splitlines()) == 30
+
+
 def test_rank_normalisation_is_the_within_query_rank_with_ties_shared():
     from retrieval.ltr.model import normalise_query, within_query_rank
 
@@ -354,3 +382,46 @@ def test_shift_protocol_grid_contains_the_former_lambdamart_grid():
     assert len(new) == 32 and {s["monotone"] for s in new} == {False, True}
     former = [s | {"monotone": False} for s in settings_grid("lambdamart", transfer["lambdamart"])]
     assert all(s in new for s in former)
+
+
+def test_shift_squad_protocol_trains_every_inner_fold_on_squad_and_validates_on_its_held_questions(tmp_path):
+    """bench_ltr's `shift+squad` protocol: SQuAD questions split by paragraph (no paragraph relevant on
+    both sides), added to every inner fold's training, one more inner fold validating on the held-out
+    questions, every sampled question in the final model's training; the other protocols unchanged."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "eval"))
+    import bench_ltr
+
+    assert bench_ltr.grids_for("shift+squad") == bench_ltr.grids_for("shift")
+    qrels = Qrels({f"q{i}": {f"p{i % 12}": 1} for i in range(48)})
+    fitting, held = bench_ltr.squad_split(qrels, 0.25, 3)
+    assert fitting | held == set(qrels) and not fitting & held
+    held_paragraphs = {d for q in held for d in qrels[q]}
+    assert len(held_paragraphs) == 3 and not held_paragraphs & {d for q in fitting for d in qrels[q]}
+    assert bench_ltr.squad_split(qrels, 0.25, 3) == (fitting, held)
+
+    names = ["cacm", "cranfield", "vaswani"]
+    data = {n: _synthetic_collection(seed, False) for seed, n in enumerate(names)}
+    run, judged = _synthetic_collection(9, False)
+    squad_fit = (bench_ltr.subset(run, {f"q{i}" for i in range(15)}), judged)
+    squad_held = (bench_ltr.subset(run, {f"q{i}" for i in range(15, 20)}), judged)
+    plain = list(bench_ltr.inner_folds(data, names[:2]))
+    assert [h for h, _, _ in plain] == names[:2]
+    data[bench_ltr.SQUAD] = (squad_fit, squad_held)
+    folds = list(bench_ltr.inner_folds(data, names[:2]))
+    assert [h for h, _, _ in folds] == [*names[:2], f"{bench_ltr.SQUAD} (held-out questions)"]
+    assert all(training[-1] is squad_fit for _, training, _ in folds)
+    assert folds[-1][1][:2] == [data["cacm"], data["cranfield"]] and folds[-1][2] == [squad_held]
+    assert bench_ltr.training_sets(data, names[:2])[2:] == [squad_fit, squad_held]
+
+    path = tmp_path / "choices.json"
+    choices = bench_ltr.choose(lambda checkpoint: (data, {}), {}, path, names, ["linear"], "shift+squad")
+    c = choices["vaswani linear"]
+    assert set(c["per_held_out"]) == set(c["hybrid_per_held_out"]) == {
+        "cacm", "cranfield", f"{bench_ltr.SQUAD} (held-out questions)"}
+    stored = json.loads(path.read_text())
+    assert stored["protocol"] == "shift+squad" and stored["squad"]["seed"] == bench_ltr.SQUAD_SEED
+    with pytest.raises(SystemExit, match="another protocol"):
+        bench_ltr.choose(lambda checkpoint: (data, {}), {}, path, names, ["linear"], "shift")

@@ -161,11 +161,15 @@ def run(args: argparse.Namespace) -> None:
 
 
 def _learned(index: Any, queries: Any, run: Any, args: argparse.Namespace) -> Any:
-    """The run's top --ltr-depth reranked by the --ltr model over the features it was trained on."""
+    """The run's top --ltr-depth reranked by the --ltr model over the features it was trained on; a
+    fallback model keeps the first stage's ranking of them, so no feature is computed."""
+    from retrieval.ltr.features import top_candidates
     from retrieval.ltr.model import load_model
     from retrieval.registry import build, feature_set_for
 
     model = load_model(args.ltr)
+    if model.fallback:
+        return top_candidates(queries, run, args.ltr_depth)
     features = build("features", index, depth=args.ltr_depth, feature_set=feature_set_for(model.names),
                      checkpoint=args.late_checkpoint)
     return build("ltr", index, checkpoint=str(args.ltr))(queries, features(queries, run))

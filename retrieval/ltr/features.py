@@ -62,6 +62,12 @@ def minmax(x: np.ndarray) -> np.ndarray:
     return (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
 
 
+def top_candidates(queries: Queries, run: Run, depth: int) -> Run:
+    """Each query's top `depth` of `run` (the queries it answers): the features stage's candidates, and
+    what a fallback model's ltr stage gives back (their first-stage ranking)."""
+    return Run({q: run.get(q, [])[:depth] for q in queries if run.get(q)})
+
+
 class FeatureStage(Stage):
     """Computes features of the given run's top `depth` candidates (a stage that needs a run)."""
 
@@ -106,7 +112,7 @@ class FeatureStage(Stage):
         if run is None:
             raise InputError("the features stage needs a first stage's run; put it after one"
                              " (bm25 % 1000 >> features)")
-        candidates = Run({q: run.get(q, [])[: self.depth] for q in queries if run.get(q)})
+        candidates = top_candidates(queries, run, self.depth)
         if self.cache is not None:
             path = self.cache / f"features-{self.key(queries, candidates)}.letor"
             if path.is_file():
