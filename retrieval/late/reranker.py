@@ -85,7 +85,8 @@ class LateReranker(Stage):
     `interpolate`, `depth` and `fusion` None are the validated defaults for the kind of first stage
     (params.LATE_DEFAULTS[first_stage]; `first_stage` None: "bm25" until a Pipeline puts the stage after
     a fused one, then "hybrid"); 0.0 is MaxSim alone, 1.0 the first stage's run unchanged (no MaxSim
-    computed: what the guarded choice of `choice` gives when validation shows no gain). `fusion` is "interpolate" (min-max) or "rrf"
+    computed: what the guarded choice of `choice` gives when validation shows no gain). `fusion` is
+    "interpolate" (min-max) or "rrf"
     (reciprocal-rank fusion with constant `rrf_k`); a given `interpolate` means interpolation and a
     given `rrf_k` RRF unless `fusion` says otherwise (then refused). `precision` (default `auto`) is how
     queries and on-the-fly documents are encoded here.
