@@ -8,37 +8,39 @@ DIR holds the checkpoints `python eval/train_late_loo.py --output-dir DIR` write
 DIR/X/late.safetensors for X in cacm, cranfield, vaswani, scifact (trained on
 every bundled judgement but X's, SQuAD 2.0 dev questions included) and
 DIR/all/late.safetensors (every judgement but SciFact test: the shipped
-candidate). Given several DIRs (training runs with other settings, on the
-same sources and held-out split), each model is the one of them with the best
-recorded validation figure (the mean over its training sources of held-out
-nDCG@10 at its chosen epoch), a choice written down with the others.
+candidate). Each DIR is a training run (same sources and held-out split).
 
 For each of CACM, Cranfield, Vaswani and SciFact (test): bm25, hybrid (BM25 +
 dense, the registry's defaults), bm25>>late and hybrid>>late (the late
-reranker fused with its first stage, the hits below its depth kept after the
-reranked ones: the stage's defaults' form), and zero-shot MaxSim (BM25's top
-100, MaxSim alone); nDCG@10 and MAP, each late pipeline with a paired t-test
-against its own first stage, and the same over the pooled queries of the four.
+reranker with the fusion validation chose for that first stage, the hits below
+its depth kept after the reranked ones: the stage's defaults' form), and
+zero-shot MaxSim (BM25's top 100, MaxSim alone); nDCG@10 and MAP, each late
+pipeline with a paired t-test against its own first stage, and the same over
+the pooled queries of the four.
 
-Validation, before any test figure is computed: the late model for X chose
-its epoch on the held-out share of each training collection's topics
-(train.heldout_queries, the checkpoint's seed and holdout); the same
-held-out topics of the judged collections X's model trained on (never X;
-SciFact's are SciFact *train*'s) choose X's fusion for each first stage
-separately (bm25, hybrid), with X's model: min-max interpolation at weight
-0 to 0.9 or reciprocal-rank fusion (k = 60), and the depth, by the best mean
-over those topic sets of (nDCG@10 + MAP) / 2 of that first stage's cascade.
-Ties go to interpolation, the larger weight (more of the first stage), then
-the smaller depth. The shipped defaults (retrieval.pipeline.params
-LATE_DEFAULTS, one entry per kind of first stage) are chosen the same way
-with the shipped model on the held-out topics of all four collections (of
-SciFact train, the queries both the committed checkpoint and the `all`
-candidate held out); the `all` candidate replaces the committed checkpoint
-only if its mean objective there (each first stage at its best) is higher,
-and it reaches the committed checkpoint's SciFact test figure (0.7679
-nDCG@10, MaxSim on BM25's top 100; the issue's bar). The choices are written
-to WORKDIR/choices.json (and printed) before the test topics are read;
-`--validation-only` stops there.
+Validation, before any test figure is computed, on the held-out share of each
+training collection's topics (train.heldout_queries, the checkpoints' seed and
+holdout; never X's for X's model; SciFact's are SciFact *train*'s), each
+query's (nDCG@10 + AP) / 2 pooled over those topic sets:
+- X's model: among every DIR's X checkpoint (its epoch chosen in training by
+  MaxSim alone) and zero-shot MaxSim, the best mean over bm25 and hybrid of
+  the fusion grid's best pooled objective (the fused objective);
+- X's fusion for each first stage: the guarded rule of retrieval.late.choice.
+  The grid is min-max interpolation at weight 0 to 0.9 or reciprocal-rank
+  fusion (k = 60), depth 10 to 100, and "keep the first stage" (weight 1.0).
+  A fused setting needs a one-sided paired t-test against the first stage at
+  p < 0.05 / m (m = the grid times the candidate models); the best passing one
+  wins, else the first stage is kept.
+The shipped defaults (retrieval.pipeline.params LATE_DEFAULTS, one entry per
+kind of first stage) are chosen by the same rule with the shipped model on the
+held-out topics of all four collections (of SciFact train, the queries both
+the committed checkpoint and the `all` candidate held out); the `all`
+candidate replaces the committed checkpoint only if its mean chosen objective
+there (over the two first stages) is higher, and it reaches the committed
+checkpoint's SciFact test figure (0.7679 nDCG@10, MaxSim on BM25's top 100;
+the issue's bar). The choices and their evidence are written to
+WORKDIR/choices.json (or --choices; and printed) before the test topics are
+read; `--validation-only` stops there.
 
 MaxSim comes from frozen encoder states of each corpus (the index's zero-shot
 late store, else the scratch cache: retrieval.late.sources.corpus_states),
@@ -66,6 +68,7 @@ from retrieval.collections import load_qrels, load_topics  # noqa: E402
 from retrieval.evaluation.measures import per_query  # noqa: E402
 from retrieval.evaluation.significance import p_values  # noqa: E402
 from retrieval.index.native import Index  # noqa: E402
+from retrieval.late import choice as guard  # noqa: E402
 from retrieval.late.reranker import reranked  # noqa: E402
 from retrieval.registry import build  # noqa: E402
 from retrieval.types import Qrels, Queries, Run  # noqa: E402
@@ -74,6 +77,7 @@ RESULTS = Path(__file__).parent / "results" / "neural.md"
 COLLECTIONS = ("cacm", "cranfield", "vaswani", "scifact")
 VALIDATION = {"cacm": "cacm", "cranfield": "cranfield", "vaswani": "vaswani", "scifact": "scifact:train"}
 TEST = {"cacm": "cacm", "cranfield": "cranfield", "vaswani": "vaswani", "scifact": "scifact"}
+ZERO_SHOT = "zero-shot"  # zero-shot MaxSim: a candidate model for every held-out collection (epoch 0)
 SHIPPED = "all"  # the candidate trained on every judgement but SciFact test
 CURRENT = "committed"  # the committed checkpoint (retrieval/models/late/late.safetensors)
 BAR = 0.7679  # the committed checkpoint's SciFact test nDCG@10, MaxSim on BM25's top 100 (the issue's bar)
@@ -156,6 +160,8 @@ class TopicSet:
 
     def measured(self, system: tuple) -> dict[str, dict[str, float]]:
         """Per-query nDCG@10 and MAP: ("bm25",) / ("hybrid",) or (first, model, fusion, weight, depth)."""
+        if len(system) > 1 and guard.keeps(system[2:]):  # the stage returns its first stage's run
+            return self.measured(system[:1])
         if system not in self._per_query:
             run = self.runs[system[0]] if len(system) == 1 else self.late(*system)
             self._per_query[system] = per_query(run, self.qrels, MEASURES)
@@ -166,66 +172,119 @@ class TopicSet:
         return float(np.mean([v[measure] for v in values.values()]))
 
 
-def objective(sets: list[TopicSet], model: str, fusion: str, weight: float, depth: int,
-              firsts: tuple[str, ...] = FIRST) -> float:
-    """Mean over topic sets and first stages of (nDCG@10 + MAP) / 2 of the fused cascade."""
-    return float(np.mean([(s.mean((f, model, fusion, weight, depth), "nDCG@10")
-                           + s.mean((f, model, fusion, weight, depth), "MAP")) / 2
-                          for s in sets for f in firsts if f in s.firsts]))
+def pooled(sets: list[TopicSet], system: tuple) -> dict[tuple[str, str], float]:
+    """(nDCG@10 + AP) / 2 of each query of `sets` (keyed by topic set and query id) under `system`: a
+    first stage (first,) or a cascade (first, model, fusion, weight, depth)."""
+    return {(s.name, q): (v["nDCG@10"] + v["MAP"]) / 2 for s in sets for q, v in s.measured(system).items()}
 
 
-def choose(sets: list[TopicSet], model: str,
-           firsts: tuple[str, ...] = FIRST) -> tuple[str, float, int, float]:
-    """The grid's best (fusion, weight, depth) on `sets` with `model`, and its objective."""
-    scored = {(f, w, d): objective(sets, model, f, w, d, firsts) for f, w in FUSIONS for d in DEPTHS}
-    (f, w, d), best = max(scored.items(),
-                          key=lambda kv: (round(kv[1], 10), kv[0][0] == "interpolate", kv[0][1], -kv[0][2]))
-    return f, w, d, best
+def pooled_mean(sets: list[TopicSet], system: tuple) -> float:
+    return float(np.mean(list(pooled(sets, system).values())))
+
+
+def grid_best(sets: list[TopicSet], model: str, first: str) -> tuple[guard.Setting, float]:
+    """The grid's fused setting with the best pooled mean objective for `first` with `model` (unguarded:
+    what chooses among a held-out collection's candidate models), and that mean."""
+    scored = {(f, w, d): pooled_mean(sets, (first, model, f, w, d)) for f, w in FUSIONS for d in DEPTHS}
+    best = max(scored, key=lambda k: guard.order_key(k, scored[k]))
+    return best, scored[best]
+
+
+def guarded(sets: list[TopicSet], model: str, first: str, m: int) -> guard.Choice:
+    """The guarded choice (retrieval.late.choice) for `first` with `model` on the pooled queries of `sets`,
+    at the Bonferroni level of `m` candidates."""
+    grid = [(f, w, d) for f, w in FUSIONS for d in DEPTHS]
+    return guard.guarded_choice(pooled(sets, (first,)), grid, lambda k: pooled(sets, (first, model, *k)), m=m)
 
 
 def label(fusion: str, weight: float, depth: int) -> str:
-    return f"{'rrf' if fusion == 'rrf' else f'w={weight}'}, depth {depth}"
+    return guard.label((fusion, weight, depth))
 
 
 def stage_label(firsts: tuple[str, ...]) -> str:
     return " and ".join(firsts)
 
 
-def choice_rows(name: str, on: list[TopicSet], choices: dict) -> list[str]:
-    """The rows of one model's fusion choices, one per first stage (recorded in `choices`)."""
+def choice_rows(name: str, model: str, on: list[TopicSet], choices: dict, evidence: dict,
+                m: int) -> list[str]:
+    """The rows of one model's guarded fusion choices, one per first stage (recorded in `choices` under
+    `name` as (fusion, weight, depth, validation mean) and in `evidence`); `model` names its MaxSim
+    scores."""
     rows = []
     for first in FIRST:
         sets = [s for s in on if first in s.firsts]
         if not sets:
             continue
-        f, w, d, best = choose(sets, name, (first,))
-        base = float(np.mean([(s.mean((first,), "nDCG@10") + s.mean((first,), "MAP")) / 2 for s in sets]))
-        alone = objective(sets, name, "interpolate", 0.0, 100, (first,))
-        choices[name, first] = (f, w, d, round(best, 4))
-        rows.append(f"| {name} | {', '.join(s.name for s in sets)} | {first} | "
-                    f"{'rrf' if f == 'rrf' else f'interpolate w={w}'} | {d} | {best:.4f} | {base:.4f} | "
-                    f"{alone:.4f} |")
+        c = guarded(sets, model, first, m)
+        alone = pooled_mean(sets, (first, model, "interpolate", 0.0, 100))
+        choices[name, first] = (*c.setting, round(c.mean, 4))
+        evidence[name, first] = guard.record(c) | {"model": model}
+        rows.append(f"| {name} | {', '.join(s.name for s in sets)}: {c.queries} | {first} | "
+                    f"{c.first_mean:.4f} | {label(*c.best)} | {c.best_mean:.4f} | {c.p:.2g} | "
+                    f"{c.passing} of {c.candidates} | **{label(*c.setting)}** | {c.mean:.4f} | {alone:.4f} |")
     return rows
 
 
-HEAD = ("| model | chosen on | first stage | fusion | depth | validation objective | first stage's objective"
-        " | MaxSim alone (depth 100) |\n|---|---|---|---|---:|---:|---:|---:|")
+HEAD = ("| model | chosen on: queries | first stage | first stage's objective | best fused setting | its "
+        "objective | one-sided p | candidates passing | chosen | chosen's objective | MaxSim alone (depth "
+        "100) |"
+        "\n|---|---|---|---:|---|---:|---:|---:|---|---:|---:|")
 
 
-def validation_section(val: dict[str, TopicSet], models: dict[str, Path],
+Candidates = dict[str, tuple[Path | None, np.ndarray | None]]  # candidate key -> (checkpoint, projection)
+
+
+def model_key(held: str, key: str) -> str:
+    """The name a candidate's MaxSim scores go by (zero-shot MaxSim is one model for every collection)."""
+    return ZERO_SHOT if key == ZERO_SHOT else f"{held}/{key}"
+
+
+def validation_sets(val: dict[str, TopicSet], held: str, cands: Candidates) -> list[TopicSet]:
+    """The held-out topic sets that validate `held`'s models: its training collections', never its own."""
+    path = next(p for p, _ in cands.values() if p is not None)
+    return [s for c, s in val.items() if c != held and c in trained_on(path)]
+
+
+def choose_models(val: dict[str, TopicSet],
+                  models: dict[str, Candidates]) -> tuple[dict[str, str], list[str]]:
+    """Each held-out collection's model among its candidates (the training runs' checkpoints and zero-shot
+    MaxSim), by the fused objective: the mean over the first stages of the grid's best pooled validation
+    objective (ties: the earlier candidate); with the table rows of that choice."""
+    chosen, rows = {}, []
+    for held, cands in models.items():
+        if held == SHIPPED:
+            continue
+        sets = validation_sets(val, held, cands)
+        value = {k: float(np.mean([grid_best([s for s in sets if g in s.firsts], model_key(held, k), g)[1]
+                                   for g in FIRST if any(g in s.firsts for s in sets)])) for k in cands}
+        keys = list(cands)
+        chosen[held] = max(keys, key=lambda k: (round(value[k], 10), -keys.index(k)))
+        rows.append(f"| {held} | " + " | ".join(
+            (f"**{value[k]:.4f}**" if k == chosen[held] else f"{value[k]:.4f}")
+            + ("" if cands[k][0] is None else f" ({recorded_mean(cands[k][0]):.4f})") for k in keys) + " |")
+    return chosen, rows
+
+
+def validation_section(val: dict[str, TopicSet], models: dict[str, Candidates],
                        shipped_sets: list[TopicSet], candidates: list[str],
-                       runs: tuple[list[Path], list[str]] = ([], [])) -> tuple[str, dict, str]:
-    """The fusion choices (per first stage) for each held-out collection's LOO model, then for each
-    shipped candidate on `shipped_sets` and which candidate ships, with their validation figures."""
+                       dirs: list[Path]) -> tuple[str, dict, dict, str, dict[str, str]]:
+    """Each held-out collection's model (among its candidates, by the fused objective) and its guarded
+    fusion choices per first stage, then the shipped candidates' guarded choices on `shipped_sets` and
+    which candidate ships, with their validation figures. Returns the text, the choices (name, first
+    stage) -> (fusion, weight, depth, mean), their evidence, the shipped winner and each collection's
+    chosen candidate."""
     choices: dict = {}
+    evidence: dict = {}
+    grid = len(FUSIONS) * len(DEPTHS)
+    chosen, model_rows = choose_models(val, models)
     lines = [HEAD]
-    for held, path in models.items():
-        if held != SHIPPED:
-            lines += choice_rows(held, [s for c, s in val.items() if c != held and c in trained_on(path)],
-                                 choices)
+    for held, key in chosen.items():
+        m = grid * len(models[held])
+        lines += choice_rows(held, model_key(held, key), validation_sets(val, held, models[held]), choices,
+                             evidence, m)
     shipped_lines = [HEAD]
     for name in candidates:
-        shipped_lines += choice_rows(name, shipped_sets, choices)
+        shipped_lines += choice_rows(name, name, shipped_sets, choices, evidence, grid * len(candidates))
     means = {n: float(np.mean([choices[n, f][3] for f in FIRST if (n, f) in choices])) for n in candidates}
     winner = max(candidates, key=lambda n: (round(means[n], 10), n == CURRENT))  # ties keep the checkpoint
     per_set = ["| validation topics | first stage | nDCG@10 | MAP | shipped model at its default: "
@@ -236,46 +295,50 @@ def validation_section(val: dict[str, TopicSet], models: dict[str, Path],
             per_set.append(f"| {s.name} | {g} | {s.mean((g,), 'nDCG@10'):.4f} | {s.mean((g,), 'MAP'):.4f} | "
                            f"{s.mean((g, winner, f, w, d), 'nDCG@10'):.4f} | "
                            f"{s.mean((g, winner, f, w, d), 'MAP'):.4f} |")
-    epochs = ["| model | epoch chosen | mean held-out nDCG@10 (MaxSim, BM25 top 100) | zero-shot (epoch 0) |",
-              "|---|---:|---:|---:|"]
-    for name, path in models.items():
-        epochs.append(epoch_row(name, path))
+    epochs = ["| model | run | epoch chosen | mean held-out nDCG@10 (MaxSim, BM25 top 100) | zero-shot "
+              "(epoch 0) |",
+              "|---|---|---:|---:|---:|"]
+    for name, cands in models.items():
+        epochs += [epoch_row(name, key, path) for key, (path, _) in cands.items() if path is not None]
+    keys = list(next(c for n, c in models.items() if n != SHIPPED))
     verdict = ", ".join(f"{n} {means[n]:.4f}" for n in candidates)
-    dirs, picked = runs
-    among = "" if len(dirs) < 2 else (
-        "Each model chosen among the training runs "
-        + ", ".join(f"({i + 1}) `{d}`" for i, d in enumerate(dirs))
-        + " by that recorded figure (bold: chosen):\n\n| model | "
-        + " | ".join(f"run {i + 1}" for i in range(len(dirs)))
-        + " |\n|---|" + "---:|" * len(dirs) + "\n" + "\n".join(picked) + "\n\n")
-    text = ("## Validation: the models' epochs, and the fusion and depth per first stage, leave one "
-            "collection out\n\n"
-            "Each model's epoch (the mean over its training sources of held-out nDCG@10; epoch 0 is "
-            "zero-shot MaxSim, a candidate):\n\n" + "\n".join(epochs)
-            + "\n\n" + among
-            + "Fusion objective: mean over the validation topic sets of (nDCG@10 + MAP) / 2 of the first "
-            "stage's cascade with the row's model, chosen for each first stage on its own; grid: "
-            "interpolation weight " + ", ".join(map(str, WEIGHTS))
-            + " (on the first stage; 0 is MaxSim alone) or rrf (k = 60), depth " + ", ".join(map(str, DEPTHS))
-            + ".\n\n" + "\n".join(lines)
-            + "\n\nThe shipped defaults (retrieval.pipeline.params.LATE_DEFAULTS), chosen the same way for "
-            f"each candidate on the held-out topics of every judged collection ({CURRENT}: the committed "
+    text = ("## Validation: each held-out collection's model, and its fusion per first stage, guarded\n\n"
+            "The training runs: " + ", ".join(f"run {i + 1} `{d}`" for i, d in enumerate(dirs))
+            + ". Each run's epoch was chosen in training (the mean over its training sources of held-out "
+            "nDCG@10, MaxSim on BM25's top 100; epoch 0 is zero-shot MaxSim):\n\n" + "\n".join(epochs)
+            + "\n\nValidation objective: (nDCG@10 + AP) / 2 of a first stage's cascade, pooled over the "
+            "held-out queries of the collections the model trained on (never the collection it is measured "
+            "on; SciFact's are SciFact train's). Fusion grid: interpolation weight "
+            + ", ".join(map(str, WEIGHTS)) + " (on the first stage; 0 is MaxSim alone) or rrf (k = 60), "
+            "depth " + ", ".join(map(str, DEPTHS)) + f" ({grid} fused settings), and keep the first stage "
+            "(weight 1.0).\n\nEach held-out collection's model, chosen among the runs' checkpoints and "
+            "zero-shot MaxSim by the fused objective (the mean over bm25 and hybrid of the grid's best "
+            "pooled objective; each run's recorded MaxSim-alone figure in brackets; bold: chosen):\n\n"
+            "| model | " + " | ".join(keys) + " |\n|---|" + "---:|" * len(keys) + "\n" + "\n".join(model_rows)
+            + "\n\nThe guarded rule (retrieval.late.choice, docs/design/late-interaction.md): a fused "
+            "setting "
+            f"is chosen only if a one-sided paired t-test of it against the first stage on those pooled "
+            f"queries gives p < {guard.ALPHA} / m, m = the fused candidates validation looked at (the grid "
+            "times the candidate models); the best mean among those that pass, else the first stage is "
+            "kept:\n\n" + "\n".join(lines)
+            + "\n\nThe shipped defaults (retrieval.pipeline.params.LATE_DEFAULTS), chosen by the same rule "
+            f"for each candidate on the held-out topics of every judged collection ({CURRENT}: the committed "
             f"checkpoint; {SHIPPED}: trained on every judgement but SciFact test):\n\n"
             + "\n".join(shipped_lines)
-            + f"\n\nMean of the two first stages' best objectives: {verdict}; on validation: **{winner}**"
+            + f"\n\nMean of the two first stages' chosen objectives: {verdict}; on validation: **{winner}**"
             + (f" (it ships only if it also reaches {BAR} nDCG@10 on SciFact test with BM25's top 100)"
                if winner != CURRENT else "") + ".\n\nEach validation set with that model at its "
             "defaults:\n\n" + "\n".join(per_set) + "\n")
-    return text, choices, winner
+    return text, choices, evidence, winner, chosen
 
 
-def epoch_row(name: str, path: Path) -> str:
+def epoch_row(name: str, key: str, path: Path) -> str:
     from safetensors import safe_open
 
     with safe_open(str(path), framework="numpy") as f:
         info = json.loads(f.metadata()["info"])
     zero = info["history"][0]["mean_heldout_ndcg10"]
-    return (f"| {name} ({', '.join(info['sources'])}) | {info['best_epoch']} | "
+    return (f"| {name} ({', '.join(info['sources'])}) | {key} | {info['best_epoch']} | "
             f"{info['mean_heldout_ndcg10']:.4f} | "
             f"{zero:.4f} |")
 
@@ -298,7 +361,7 @@ def test_section(tests: dict[str, TopicSet], choices: dict) -> str:
         systems += [(f"{g}>>late", f"{g}>>late ({c} held out; {label(*choices[c, g][:3])})",
                      (g, c, *choices[c, g][:3]), (g,)) for g in s.firsts]
         systems.append(("zero-shot MaxSim", "zero-shot MaxSim (bm25 top 100)",
-                        ("bm25", "zero-shot", "interpolate", 0.0, 100), ("bm25",)))
+                        ("bm25", ZERO_SHOT, "interpolate", 0.0, 100), ("bm25",)))
         systems.append(("LOO model alone", f"{c}-held-out model alone (bm25 top 100, MaxSim)",
                         ("bm25", c, "interpolate", 0.0, 100), ("bm25",)))
         means = {}
@@ -344,31 +407,30 @@ def recorded_mean(path: Path) -> float:
         return float(json.loads(f.metadata()["info"])["mean_heldout_ndcg10"])
 
 
-def load_models(models_dirs: list[Path], collections: list[str]) -> tuple[dict[str, tuple[Path, np.ndarray]],
-                                                                          list[str]]:
-    """Each held-out collection's checkpoint and the shipped candidate when there is one: name -> (path,
-    projection). With several directories (training runs on the same sources and held-out split), each
-    name's checkpoint is the one with the best recorded mean held-out nDCG@10 (ties: the first given);
-    also returns the table rows of that choice."""
+def load_models(models_dirs: list[Path], collections: list[str]) -> dict[str, Candidates]:
+    """Each held-out collection's candidates: each training run's checkpoint ("run i", from the i-th
+    directory) and zero-shot MaxSim (epoch 0 of every run); the shipped candidate `all`, when there is
+    one, the checkpoint with the best recorded mean held-out nDCG@10 (ties: the first given)."""
     from retrieval.late.model import load_checkpoint
 
-    out, rows = {}, []
+    out: dict[str, Candidates] = {}
     for name in [*collections, SHIPPED]:
-        paths = [d / name / "late.safetensors" for d in models_dirs]
-        figures = {i: recorded_mean(p) for i, p in enumerate(paths) if p.is_file()}
-        if not figures:
+        paths = {f"run {i + 1}": d / name / "late.safetensors" for i, d in enumerate(models_dirs)}
+        paths = {k: p for k, p in paths.items() if p.is_file()}
+        if not paths:
             if name != SHIPPED:
                 raise SystemExit(f"no checkpoint for {name} in {', '.join(map(str, models_dirs))}")
             continue
-        best = max(figures, key=lambda i: (figures[i], -i))
-        out[name] = (paths[best], load_checkpoint(paths[best])[0])
-        rows.append(f"| {name} | " + " | ".join(
-            "-" if i not in figures else f"**{figures[i]:.4f}**" if i == best else f"{figures[i]:.4f}"
-            for i in range(len(paths))) + " |")
-    return out, rows
+        if name == SHIPPED:
+            best = max(paths, key=lambda k: (recorded_mean(paths[k]), -list(paths).index(k)))
+            paths = {best: paths[best]}
+        out[name] = {k: (p, load_checkpoint(p)[0]) for k, p in paths.items()}
+        if name != SHIPPED:
+            out[name][ZERO_SHOT] = (None, None)
+    return out
 
 
-def held_out_topics(models: dict[str, tuple[Path, np.ndarray]], collection: str) -> set[str]:
+def held_out_topics(models: dict[str, Candidates], collection: str) -> set[str]:
     """The held-out share of `collection`'s training topics, as every model trained on them held it out
     (checked against each such model's record)."""
     from retrieval.late.config import TrainConfig
@@ -378,19 +440,23 @@ def held_out_topics(models: dict[str, tuple[Path, np.ndarray]], collection: str)
     queries, qrels = load_topics(topics), load_qrels(topics)
     qids = [q for q in queries if q in qrels and any(g > 0 for g in qrels[q].values())]
     held = set()
-    for path, _ in models.values():  # one seed and holdout for all (train_late_loo.py): the same split
-        config, counts = checkpoint_split(path)
-        cfg = TrainConfig(**{k: v for k, v in config.items() if k in ("seed", "holdout")})
-        held = heldout_queries(qids, cfg)
-        assert topics not in counts or len(held) == counts[topics], (topics, len(held), counts[topics])
+    for cands in models.values():  # one seed and holdout for all (train_late_loo.py): the same split
+        for path, _ in cands.values():
+            if path is None:
+                continue
+            config, counts = checkpoint_split(path)
+            cfg = TrainConfig(**{k: v for k, v in config.items() if k in ("seed", "holdout")})
+            held = heldout_queries(qids, cfg)
+            assert topics not in counts or len(held) == counts[topics], (topics, len(held), counts[topics])
     return held
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", type=Path, nargs="+", required=True,
-                    help="directories of LOO checkpoints (train_late_loo.py --output-dir); with several, each"
-                    " model is chosen among them by its recorded validation figure")
+                    help="directories of LOO checkpoints (train_late_loo.py --output-dir); each held-out"
+                    " collection's model is chosen among them and zero-shot MaxSim by the fused validation"
+                    " objective")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/bench_neural"))
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--threads", type=int, default=1)
@@ -418,7 +484,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     collections = args.collections
-    models, picked = load_models(args.models, collections)
+    models = load_models(args.models, collections)
     encoder = TokenEncoder(None, threads=args.threads, progress=False)
     indexes = {c: index_for(c, args.workdir, c not in args.no_dense) for c in collections}
     stored = {c: Index.open(args.states_root / c) for c in collections
@@ -428,13 +494,18 @@ def main() -> None:
         top_and_judged(indexes[c], [TEST[c]]) if c in args.subset and c in args.no_dense else None))
         for c in collections}
     val = {c: TopicSet(c, VALIDATION[c], indexes[c], args.threads, states[c], held_out_topics(models, c))
-           for c in collections if any(c in trained_on(p) for p, _ in models.values())}
+           for c in collections if any(c in trained_on(p) for cands in models.values()
+                                       for p, _ in cands.values() if p is not None)}
     for c, s in val.items():
-        for name in (x for x, (p, _) in models.items() if x != c and x != SHIPPED and c in trained_on(p)):
-            s.score(name, models[name][1])
+        s.score(ZERO_SHOT, None)
+        for name in (x for x in models
+                     if x != c and x != SHIPPED and s in validation_sets(val, x, models[x])):
+            for key, (_, projection) in models[name].items():
+                if key != ZERO_SHOT:
+                    s.score(model_key(name, key), projection)
     candidates = {CURRENT: load_checkpoint(DEFAULT_CHECKPOINT)[0]}
     if SHIPPED in models:
-        candidates[SHIPPED] = models[SHIPPED][1]
+        candidates[SHIPPED] = next(iter(models[SHIPPED].values()))[1]
     shipped_sets = [val[c] for c in collections if c in val and c != "scifact"]
     if "scifact" in collections:  # of SciFact train: what the committed checkpoint (and LOO models) held out
         held = committed_heldout(indexes["scifact"])
@@ -444,22 +515,24 @@ def main() -> None:
     for s in shipped_sets:
         for name, projection in candidates.items():
             s.score(name, projection)
-    paths = {n: p for n, (p, _) in models.items()}
-    validation, choices, winner = validation_section(val, paths, shipped_sets, list(candidates),
-                                                     (args.models, picked))
+    validation, choices, evidence, winner, chosen = validation_section(val, models, shipped_sets,
+                                                                       list(candidates), args.models)
+    picked = {n: models[n][k] for n, k in chosen.items()}
     choices_file = args.choices or args.workdir / "choices.json"
     choices_file.parent.mkdir(parents=True, exist_ok=True)
     choices_file.write_text(json.dumps(
         {"written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "shipped_model_on_validation": winner,
-         "models": {n: str(p) for n, p in paths.items()},
-         "choices": {f"{m} / {f}": v for (m, f), v in choices.items()}}, indent=1))
+         "models": {n: f"{k}: {models[n][k][0] or ZERO_SHOT}" for n, k in chosen.items()}
+         | {n: str(p) for n, c in models.items() if n == SHIPPED for p, _ in c.values()},
+         "choices": {f"{m} / {f}": v for (m, f), v in choices.items()},
+         "evidence": {f"{m} / {f}": v for (m, f), v in evidence.items()}}, indent=1))
     print(validation, flush=True)
     if args.validation_only:
         return
     tests = {c: TopicSet(c, TEST[c], indexes[c], args.threads, states[c]) for c in collections}
     for c, s in tests.items():
-        s.score(c, models[c][1])
-        s.score("zero-shot", None, ("bm25",))
+        s.score(c, picked[c][1])
+        s.score(ZERO_SHOT, None, ("bm25",))
     text = test_section(tests, choices)
     note = ""
     if "scifact" in tests:

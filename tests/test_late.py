@@ -674,3 +674,55 @@ def test_squad_training_questions_leave_out_every_article_of_the_evaluation_file
     assert [text for _, text in passages.values()] == ["Paris is in France.", "Oslo is in Norway."]
     _, everything, _ = squad_questions(tmp_path / "train.json", None, None, 0)
     assert list(everything) == ["a", "c", "d"]
+
+
+def _validation(n: int, gain: bool) -> tuple[Run, Run, dict]:
+    """n validation queries over five documents each. With `gain`, the relevant one is the first stage's
+    4th and MaxSim's 1st for every query; without, that holds for half the queries and the other half
+    mirror it (the first stage's 1st is MaxSim's 4th), so no setting beats the first stage on average."""
+    from retrieval.types import Qrels
+
+    first, late, qrels = {}, {}, {}
+    for i in range(n):
+        q, docs = f"q{i}", [f"d{i}-{j}" for j in range(5)]
+        first[q] = [(d, float(5 - j)) for j, d in enumerate(docs)]
+        helps = gain or i % 2
+        qrels[q] = {docs[3] if helps else docs[0]: 1}
+        order = [3, 0, 1, 2, 4] if helps else [1, 2, 3, 0, 4]
+        late[q] = [(docs[j], float(5 - r)) for r, j in enumerate(order)]
+    return Run(first), Run(late), Qrels(qrels)
+
+
+def test_guarded_choice_keeps_the_first_stage_without_a_significant_gain(tiny_index, zero_shot):
+    """Validation showing no gain: the choice keeps the first stage (weight 1.0) and the stage built with it
+    returns its input run exactly, scores and order, without computing MaxSim."""
+    from retrieval.late import choice
+    from retrieval.late.train import fusion_choice
+
+    first, late, qrels = _validation(20, gain=False)
+    chosen = fusion_choice(first, late, qrels, 5)
+    assert chosen.kept and chosen.setting[1] == 1.0 and chosen.passing == 0 and chosen.p >= chosen.level
+    assert chosen.candidates == 20 and chosen.level == pytest.approx(choice.ALPHA / 20)
+    ids = Index.open(tiny_index.path).doc_id_list
+    run = Run({"q1": [(d, 7.0) for d in ids]})  # ties: a re-sort could reorder them
+    stage = LateReranker(tiny_index, zero_shot, interpolate=chosen.setting[1], depth=chosen.setting[2])
+    stage.score = None  # never called when the first stage is kept
+    assert stage(Queries(q1="cats on a mat"), run)["q1"] == run["q1"]
+    assert choice.label(chosen.setting) == "keep the first stage"
+
+
+def test_guarded_choice_fuses_when_validation_shows_a_clear_gain():
+    """Validation where MaxSim lifts every query's relevant document: a fused setting passes the corrected
+    one-sided test and is chosen (the best of those that pass); few queries cannot pass the level."""
+    from retrieval.late import choice
+    from retrieval.late.train import fusion_choice
+
+    first, late, qrels = _validation(20, gain=True)
+    chosen = fusion_choice(first, late, qrels, 5)
+    assert not chosen.kept and chosen.p_chosen < chosen.level and chosen.mean > chosen.first_mean
+    assert chosen.setting == chosen.best and chosen.passing >= 1
+    assert choice.record(chosen)["kept_first_stage"] is False
+    fused = choice.guarded_choice({"a": 0.1, "b": 0.2}, [("interpolate", 0.0, 5)],
+                                  lambda s: {"a": 0.9, "b": 0.95}, m=20)  # 2 queries: little evidence
+    assert fused.kept and fused.best_mean > fused.first_mean
+    assert choice.one_sided_p(np.array([1.0, 1.0]), np.array([0.0, 0.0])) == 0.0

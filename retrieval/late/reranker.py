@@ -30,6 +30,7 @@ import numpy as np
 
 from retrieval.errors import InputError
 from retrieval.index.kinds import AnyIndex
+from retrieval.late.choice import KEEP_WEIGHT
 from retrieval.late.model import LateModel, maxsim
 from retrieval.pipeline import params
 from retrieval.pipeline.fusion import RRF_K, interpolate_ranking, rrf_ranking, with_tail
@@ -54,7 +55,10 @@ def reranked(hits: Sequence[tuple[str, float]], scores: Sequence[float], weight:
     """One query's ranking from its first-stage `hits` and the MaxSim `scores` of its top len(scores):
     those fused with the first stage (`fusion` "interpolate": min-max, `weight` on the first stage, 0
     MaxSim alone; "rrf": reciprocal-rank fusion of the two rankings, constant `rrf_k`), then the rest
-    of `hits` in their order. The stage's arithmetic, also used by eval/bench_neural.py."""
+    of `hits` in their order; interpolation at weight 1.0 is `hits` unchanged (the first stage kept,
+    choice.keep). The stage's arithmetic, also used by eval/bench_neural.py."""
+    if fusion == "interpolate" and weight == KEEP_WEIGHT:
+        return list(hits)
     top = list(hits[:len(scores)])
     late = rank(zip((d for d, _ in top), scores))
     if fusion == "rrf":
@@ -80,7 +84,9 @@ class LateReranker(Stage):
 
     `interpolate`, `depth` and `fusion` None are the validated defaults for the kind of first stage
     (params.LATE_DEFAULTS[first_stage]; `first_stage` None: "bm25" until a Pipeline puts the stage after
-    a fused one, then "hybrid"); 0.0 is MaxSim alone. `fusion` is "interpolate" (min-max) or "rrf"
+    a fused one, then "hybrid"); 0.0 is MaxSim alone, 1.0 the first stage's run unchanged (no MaxSim
+    computed: what the guarded choice of `choice` gives when validation shows no gain). `fusion` is
+    "interpolate" (min-max) or "rrf"
     (reciprocal-rank fusion with constant `rrf_k`); a given `interpolate` means interpolation and a
     given `rrf_k` RRF unless `fusion` says otherwise (then refused). `precision` (default `auto`) is how
     queries and on-the-fly documents are encoded here.
@@ -218,6 +224,9 @@ class LateReranker(Stage):
             from retrieval.index.filters import keep_passing
 
             run = keep_passing(run, self.filter, self.index)
+        if self.fusion == "interpolate" and self.interpolate == KEEP_WEIGHT:  # the first stage kept
+            return Run({q: hits[:self.hits] if self.hits else hits for q, hits in run.items()},
+                       presorted=True)
         if self.store is not None or self.index is None:
             return Run({q: self.rerank_hits(queries[q], hits) for q, hits in run.items()}, presorted=True)
         ranked = {}

@@ -15,8 +15,10 @@ pairs from the corpus are mixed in, and unlabelled pairs from other
 collections' corpora (`pairs.py`; corpus text only, never their queries or
 qrels): Inverse Cloze Task pairs (a span of a document -> the rest of it;
 `pairs_from`) and title -> body pairs (`title_pairs_from`). A held-out slice
-of the training queries picks the epoch and the interpolation weight with the
-first stage, among the epochs whose MRR on each corpus's held-out unlabelled
+of the training queries picks the epoch and then the interpolation weight with
+the first stage (`fusion_choice`: the guarded rule of `choice`, which keeps
+the first stage, weight 1.0, unless a weight beats it significantly there),
+the epoch among those whose MRR on each corpus's held-out unlabelled
 pairs is at least the starting point's on every corpus other than the
 training queries' own (out of domain: do no harm, as far as unlabelled
 validation pairs can tell); test qrels are never read.
@@ -43,6 +45,7 @@ import torch
 from retrieval import collections
 from retrieval.errors import InputError
 from retrieval.evaluation.measures import evaluate
+from retrieval.late import choice
 from retrieval.late.cache import Packed, cached_states
 from retrieval.late.config import TrainConfig
 from retrieval.late.encoder import TokenEncoder
@@ -156,12 +159,13 @@ def fuse(first: Run, late: Run, weight: float, depth: int) -> Run:
     return Run({q: interpolate_ranking(first[q][:depth], late[q], weight) for q in late})
 
 
-def best_weight(first: Run, late: Run, qrels: Qrels, depth: int) -> tuple[float, float]:
-    """The interpolation weight (0..0.9 by 0.05) with the best nDCG@10, and that nDCG@10."""
-    grid = [round(0.05 * i, 2) for i in range(19)]
-    scores = {w: evaluate(fuse(first, late, w, depth), qrels, ["nDCG@10"])["nDCG@10"] for w in grid}
-    weight = max(grid, key=lambda w: (scores[w], -w))
-    return weight, scores[weight]
+def fusion_choice(first: Run, late: Run, qrels: Qrels, depth: int) -> choice.Choice:
+    """The guarded choice (`choice.guarded_choice`) of the interpolation weight on the first stage (0..0.95
+    by 0.05, or 1.0: the first stage kept) over the top `depth`, on the held-out queries' (nDCG@10 +
+    AP) / 2."""
+    grid = [("interpolate", round(0.05 * i, 2), depth) for i in range(20)]
+    return choice.guarded_choice(choice.objective(first, qrels), grid,
+                                 lambda s: choice.objective(fuse(first, late, s[1], depth), qrels))
 
 
 def _log(msg: str) -> None:
@@ -237,18 +241,22 @@ def train(docs: dict[str, tuple[str, str]], queries: Queries, qrels: Qrels, firs
             best = (ndcg, proj, epoch)
     ndcg, proj, epoch = best
     late = rerank_cached(proj, qstates, qindex, dstates, dindex, held_run, cfg.depth)
-    weight, fused = best_weight(held_run, late, held_qrels, cfg.depth)
+    chosen = fusion_choice(held_run, late, held_qrels, cfg.depth)
+    weight = chosen.setting[1]
+    fused = evaluate(held_run if chosen.kept else fuse(held_run, late, weight, cfg.depth), held_qrels,
+                     ["nDCG@10"])["nDCG@10"]
     first = evaluate(held_run, held_qrels, ["nDCG@10"])["nDCG@10"]
     sources = {field: list(unlabelled[kind]) for kind, (_, field) in PAIR_KINDS.items()}
     info = {"config": asdict(cfg) | sources,  # corpus names, never this machine's paths
             "best_epoch": epoch, "heldout_ndcg10": round(ndcg, 4),
             "heldout_first_stage_ndcg10": round(first, 4), "interpolate": weight,
-            "heldout_fused_ndcg10": round(fused, 4), "train_seconds": round(time.time() - start, 1),
+            "heldout_fused_ndcg10": round(fused, 4), "fusion_choice": choice.record(chosen),
+            "train_seconds": round(time.time() - start, 1),
             "training_pairs": len(pairs), "heldout_queries": len(held),
             **{f"{kind}_guard": names for kind, names in guarded.items()}, "history": history}
     save_checkpoint(output, proj, encoder.settings(), info)
     _log(f"best epoch {epoch}: held-out nDCG@10 {ndcg:.4f} (first stage {first:.4f}); "
-         f"interpolation weight {weight} -> {fused:.4f}; wrote {output}")
+         f"{choice.describe(chosen)}; wrote {output}")
     return info
 
 
