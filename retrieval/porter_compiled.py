@@ -1,14 +1,14 @@
 """Porter stems of many ASCII words in one compiled pass: `retrieval.porter.stem` of each.
 
-A build meets hundreds of thousands of distinct words; stemming them one Python
-call at a time took about a twentieth of it. `stems` joins the words into one
-byte buffer and stems each in place with the same steps and rules as
+A build meets hundreds of thousands of distinct words (a batch's new ones at a
+time: InvertedIndexBuilder.add_texts). `stems` joins the words into one byte
+buffer and stems each in place with the same steps and rules as
 `retrieval.porter` (the rule tables are read from it; the first rule whose
 suffix ends the word decides, as there), the consonant/vowel pattern of a word
 recomputed after each change. Words beyond ASCII, or with the "*" that NLTK's
-rule list reads as a suffix, are left to `retrieval.porter.stem`. tests/test_porter.py compares the two on
-generated words and NLTK's stems; eval/check_porter.py can compare them on a
-corpus's vocabulary.
+rule list reads as a suffix, are left to `retrieval.porter.stem`, one at a
+time. tests/test_porter.py compares the two on generated words and NLTK's
+stems; eval/check_porter.py compares them with NLTK on a corpus's vocabulary.
 """
 
 from __future__ import annotations
@@ -212,13 +212,28 @@ _LITS = tuple(np.frombuffer(s.encode(), np.uint8).copy()
 
 
 def stems(words: list[str]) -> list[str]:
-    """`retrieval.porter.stem` of each word (lower case expected), in one compiled pass when they
-    are all ASCII, without "*" or a line break (word tokens are); else one at a time."""
+    """`retrieval.porter.stem` of each word (lower case expected): those that are ASCII, without "*"
+    or a line break (word tokens are), in one compiled pass; any other one at a time."""
     if not words:
         return []
     joined = "\n".join(words) + "\n"
-    if not joined.isascii() or "*" in joined or joined.count("\n") != len(words):
-        return [porter.stem(w) for w in words]
+    if joined.isascii() and "*" not in joined and joined.count("\n") == len(words):
+        return _compiled(joined)
+    simple = [i for i, w in enumerate(words) if w.isascii() and "*" not in w and "\n" not in w]
+    out = list(map(porter.stem, words)) if not simple else list(words)
+    if simple:
+        stemmed = _compiled("\n".join(words[i] for i in simple) + "\n")
+        done = set(simple)
+        for i, stem in zip(simple, stemmed):
+            out[i] = stem
+        for i, word in enumerate(words):
+            if i not in done:
+                out[i] = porter.stem(word)
+    return out
+
+
+def _compiled(joined: str) -> list[str]:
+    """The stems of the words of `joined` (ASCII, each followed by "\n", none containing "*")."""
     text = np.frombuffer(joined.encode("ascii"), np.uint8).copy()
     out = np.empty(len(text), np.uint8)
     used = _stems(text, out, _LITS, _S2, _S3, _S4, _ION)
