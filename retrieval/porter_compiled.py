@@ -46,12 +46,12 @@ _S4 = _table(porter._STEP4, _order(porter._STEP4))
 _ION = np.frombuffer(b"ion", np.uint8).copy()
 
 
-@njit(inline="always")
+@njit(cache=True, inline="always")
 def _vowel(c):
     return c == 97 or c == 101 or c == 105 or c == 111 or c == 117
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def _pattern(w, a, n, cv):
     """cv[i] = 1 for a vowel, 0 for a consonant, of w[a:a+n] (Porter's y rule)."""
     for i in range(n):
@@ -64,7 +64,7 @@ def _pattern(w, a, n, cv):
             cv[i] = 0
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def _measure(cv, n):
     """Vowel-to-consonant changes in cv[:n] (the measure m)."""
     m = 0
@@ -74,7 +74,7 @@ def _measure(cv, n):
     return m
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def _has_vowel(cv, n):
     for i in range(n):  # noqa: SIM110 (a loop, not any() of a generator: compiled)
         if cv[i] == 1:
@@ -82,7 +82,7 @@ def _has_vowel(cv, n):
     return False
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def _ends(w, a, n, suffix, s0, s1):
     k = s1 - s0
     if k > n:
@@ -93,12 +93,12 @@ def _ends(w, a, n, suffix, s0, s1):
     return True
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def _ends_lit(w, a, n, lit):
     return _ends(w, a, n, lit, 0, len(lit))
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def _ends_cvc(w, a, cv, n):
     if n < 3 or not (cv[n - 3] == 0 and cv[n - 2] == 1 and cv[n - 1] == 0):
         return False
@@ -106,7 +106,7 @@ def _ends_cvc(w, a, cv, n):
     return not (c == 119 or c == 120 or c == 121)
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def _apply(w, a, n, cv, table, least):
     suffix, soff, repl, roff = table
     for r in range(len(soff) - 1):
@@ -121,7 +121,7 @@ def _apply(w, a, n, cv, table, least):
     return n
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def _step1ab(w, a, n, cv, lits):
     sses, ies, ss, eed, ed, ing, at, bl, iz = lits
     if w[a + n - 1] == 115:  # s
@@ -153,7 +153,7 @@ def _step1ab(w, a, n, cv, lits):
     return k
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def _stem(w, a, n, cv, lits, s2, s3, s4, ion):
     """The stem of w[a:a+n], written over it; its length."""
     if n <= 2:
