@@ -30,7 +30,7 @@ import numpy as np
 
 from retrieval.errors import InputError
 from retrieval.index.kinds import AnyIndex
-from retrieval.late.choice import KEEP_WEIGHT
+from retrieval.late.choice import keeps
 from retrieval.late.model import LateModel, maxsim
 from retrieval.pipeline import params
 from retrieval.pipeline.fusion import RRF_K, interpolate_ranking, rrf_ranking, with_tail
@@ -57,7 +57,7 @@ def reranked(hits: Sequence[tuple[str, float]], scores: Sequence[float], weight:
     MaxSim alone; "rrf": reciprocal-rank fusion of the two rankings, constant `rrf_k`), then the rest
     of `hits` in their order; interpolation at weight 1.0 is `hits` unchanged (the first stage kept,
     choice.keep). The stage's arithmetic, also used by eval/bench_neural.py."""
-    if fusion == "interpolate" and weight == KEEP_WEIGHT:
+    if keeps((fusion, weight, len(scores))):
         return list(hits)
     top = list(hits[:len(scores)])
     late = rank(zip((d for d, _ in top), scores))
@@ -224,7 +224,7 @@ class LateReranker(Stage):
             from retrieval.index.filters import keep_passing
 
             run = keep_passing(run, self.filter, self.index)
-        if self.fusion == "interpolate" and self.interpolate == KEEP_WEIGHT:  # the first stage kept
+        if keeps((self.fusion, self.interpolate, 0)):  # the first stage kept
             return Run({q: hits[:self.hits] if self.hits else hits for q, hits in run.items()},
                        presorted=True)
         if self.store is not None or self.index is None:
