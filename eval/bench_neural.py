@@ -138,7 +138,7 @@ class TopicSet:
         self.maxsim: dict[tuple[str, str], dict[str, list[float]]] = {}  # (first stage, model) -> scores
         self._per_query: dict[tuple, dict] = {}
 
-    def score(self, model: str, projection: np.ndarray | None, firsts: tuple[str, ...] = FIRST) -> None:
+    def score(self, model: str, projection: object, firsts: tuple[str, ...] = FIRST) -> None:
         """MaxSim of each first stage's top MAX_DEPTH under `projection` (None: zero-shot), as `model`."""
         firsts = tuple(f for f in firsts if f in self.firsts)
         from retrieval.late.cache import cached_states
@@ -231,7 +231,7 @@ HEAD = ("| model | chosen on: queries | first stage | first stage's objective | 
         "\n|---|---|---|---:|---|---:|---:|---:|---|---:|---:|")
 
 
-Candidates = dict[str, tuple[Path | None, np.ndarray | None]]  # candidate key -> (checkpoint, projection)
+Candidates = dict[str, tuple[Path | None, object]]  # candidate key -> (checkpoint, projection or Head)
 
 
 def model_key(held: str, key: str) -> str:
@@ -411,7 +411,7 @@ def load_models(models_dirs: list[Path], collections: list[str]) -> dict[str, Ca
     """Each held-out collection's candidates: each training run's checkpoint ("run i", from the i-th
     directory) and zero-shot MaxSim (epoch 0 of every run); the shipped candidate `all`, when there is
     one, the checkpoint with the best recorded mean held-out nDCG@10 (ties: the first given)."""
-    from retrieval.late.model import load_checkpoint
+    from retrieval.late.model import load_head
 
     out: dict[str, Candidates] = {}
     for name in [*collections, SHIPPED]:
@@ -424,7 +424,7 @@ def load_models(models_dirs: list[Path], collections: list[str]) -> dict[str, Ca
         if name == SHIPPED:
             best = max(paths, key=lambda k: (recorded_mean(paths[k]), -list(paths).index(k)))
             paths = {best: paths[best]}
-        out[name] = {k: (p, load_checkpoint(p)[0]) for k, p in paths.items()}
+        out[name] = {k: (p, load_head(p)[0]) for k, p in paths.items()}
         if name != SHIPPED:
             out[name][ZERO_SHOT] = (None, None)
     return out

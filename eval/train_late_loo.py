@@ -2,7 +2,7 @@
 
     python eval/train_late_loo.py --output-dir DIR [--workdir /tmp/late_loo] [--cache-dir DIR]
         [--index-root DIR] [--only cacm cranfield ...] [--epochs 4] [--max-pairs 600]
-        [--dense-root DIR --dense-negatives] [--teacher hybrid --distill 1.0]
+        [--dense-root DIR --dense-negatives] [--teacher hybrid --distill 1.0] [--mlp-width 384]
 
 Training sources (retrieval.late.sources): the judged topics of CACM,
 Cranfield, Vaswani and SciFact *train*, and SQuAD 2.0 dev's answerable
@@ -22,7 +22,9 @@ stage's top `negative_depth` (each collection's index with its dense part in
 encoded once). --teacher hybrid (or dense) distils that first stage's scores
 (its top 100 for each training query) into the projection, with weight
 --distill (train.py: KL divergence over each query's positive and hard
-negatives).
+negatives). --mlp-width W trains a residual per-token MLP of width W on the
+unit-normalised frozen states beside the projection (retrieval.late.model.Head;
+its output layer starts at zero, so epoch 0 is still zero-shot).
 
 Token states of the corpora are computed once (the index's zero-shot late
 store if it has one, else the scratch cache in --cache-dir). Indexes come
@@ -133,6 +135,8 @@ def main() -> None:
     ap.add_argument("--teacher", choices=["dense", "hybrid"], default=None,
                     help="distil this first stage's scores (its top 100) into the projection")
     ap.add_argument("--distill", type=float, default=1.0, help="weight of the distillation term")
+    ap.add_argument("--mlp-width", type=int, default=0,
+                    help="> 0: train a residual per-token MLP head of this width beside the projection")
     ap.add_argument("--subset", nargs="*", default=[],
                     help="collections whose corpus is encoded only where BM25's top 100 of its topics or its"
                     " judgements reach (sources.top_and_judged), to save encoding time")
@@ -145,7 +149,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     cfg = TrainConfig(epochs=args.epochs, anchor=args.anchor, holdout=args.holdout, negatives=args.negatives,
-                      distill=args.distill if args.teacher else 0.0)
+                      distill=args.distill if args.teacher else 0.0, mlp_width=args.mlp_width)
     if (args.dense_negatives or args.teacher) and not args.dense_root:
         ap.error("--dense-negatives and --teacher need --dense-root")
     encoder = TokenEncoder(None, query_length=cfg.query_length, doc_length=cfg.doc_length,

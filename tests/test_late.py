@@ -583,6 +583,44 @@ def test_training_on_several_sources(tmp_path, zero_shot):
     assert LateModel(out, threads=1).dim == 8
 
 
+def test_an_mlp_head_trains_saves_and_reranks_a_zero_shot_store(tmp_path, zero_shot):
+    """mlp_width > 0: a residual per-token MLP beside the projection; epoch 0 (its output layer at zero) is
+    the linear start, the checkpoint holds both (safetensors, loaded by load_head, refused by
+    load_checkpoint), and embedding normalised or raw states gives the same (a zero-shot store stays exact)."""
+    from retrieval.late.cache import cached_states
+    from retrieval.late.config import TrainConfig
+    from retrieval.late.model import Head, load_head, normalise
+    from retrieval.late.sources import Source
+    from retrieval.late.train import _embed, train_sources
+    from retrieval.types import Qrels
+
+    enc, cache = zero_shot.encoder, tmp_path / "cache"
+    docs = ["The cat sat on the mat.", "Dogs chase cats in the garden.", "A garden, no animals."]
+    ids, qids = ["d0", "d1", "d2"], ["q0", "q1", "q2"]
+    source = Source("pets", cached_states(enc, docs, False, cache), {d: i for i, d in enumerate(ids)},
+                    cached_states(enc, ["where do cats sit", "dog chases", "empty garden"], True, cache),
+                    {q: i for i, q in enumerate(qids)}, Qrels((q, {d: 1}) for q, d in zip(qids, ids)),
+                    Run({q: [(d, 1.0) for d in ids] for q in qids}), {"q2"})
+    cfg = TrainConfig(dim=8, epochs=2, batch_size=2, negatives=1, holdout=0.34, depth=3, negative_depth=3,
+                      mlp_width=4, lr=0.05, anchor=0.0)
+    out = tmp_path / "mlp.safetensors"
+    info = train_sources([source], out, enc.settings(), cfg, threads=1)
+    head, _ = load_head(out)
+    assert head.mlp_in.shape == (4, 384) and head.mlp_out.shape == (8, 4)
+    with pytest.raises(InputError, match="MLP head"):
+        load_checkpoint(out)
+    assert info["config"]["mlp_width"] == 4
+    x = source.docs.states[:5].astype(np.float32)
+    assert np.allclose(head.embed(x), head.embed(normalise(x)), atol=1e-5)
+    zero = Head(head.projection, head.mlp_in, np.zeros_like(head.mlp_out))
+    assert np.allclose(zero.embed(x), Head(head.projection).embed(x), atol=1e-5)
+    import torch
+    params = tuple(torch.from_numpy(t) for t in (head.projection, head.mlp_in, head.mlp_out))
+    assert np.allclose(_embed(params, torch.from_numpy(x)).numpy(), head.embed(x), atol=1e-5)
+    model = LateModel(out, threads=1)
+    assert model.dim == 8 and np.allclose(model.project(x), head.embed(x))
+
+
 def test_hard_negatives_from_a_second_first_stage(tmp_path, zero_shot):
     """with_negatives_from: another first stage's top hits (e.g. dense) join the query's hard-negative pool,
     each document once, judged documents and documents outside the source's corpus left out."""

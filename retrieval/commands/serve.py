@@ -86,10 +86,10 @@ def check_models(args: argparse.Namespace) -> None:
 
         check_reader_dir(args.reader)
     if args.late_model is not None:
-        from retrieval.late.model import ZERO_SHOT, load_checkpoint
+        from retrieval.late.model import ZERO_SHOT, load_head
 
         if str(args.late_model) != ZERO_SHOT:
-            load_checkpoint(args.late_model)
+            load_head(args.late_model)
 
 
 def run(args: argparse.Namespace) -> None:

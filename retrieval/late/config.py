@@ -30,3 +30,4 @@ class TrainConfig:
     anchor: float = 0.01
     distill: float = 0.0  # weight of the distillation term (train_sources: sources with teacher scores)
     distill_temperature: float = 0.1  # the teacher's scores are divided by it before its softmax
+    mlp_width: int = 0  # train_sources: > 0 adds a residual per-token MLP of this width (model.Head)

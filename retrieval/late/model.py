@@ -1,15 +1,18 @@
 """The late-interaction model: token encoder + linear projection + L2 norm, and MaxSim.
 
 A checkpoint is one small safetensors file: the projection matrix
-`projection` (dim, hidden) and, in its metadata, the encoder settings it was
-trained with and the base model's SHA-256. "zero-shot" is the untrained
-model: no projection (identity, dim = hidden size), queries as-is.
+`projection` (dim, hidden), optionally a residual per-token MLP (`mlp_in`
+(width, hidden), `mlp_out` (dim, width): `Head`), and, in its metadata, the
+encoder settings it was trained with and the base model's SHA-256.
+"zero-shot" is the untrained model: no projection (identity, dim = hidden
+size), queries as-is.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +50,38 @@ def maxsim(query: np.ndarray, docs: np.ndarray, offsets: np.ndarray) -> np.ndarr
     return out
 
 
+def gelu(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh form (torch's `approximate="tanh"`, what training uses)."""
+    return 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608) * (x + np.float32(0.044715) * x ** 3)))
+
+
+@dataclass(frozen=True)
+class Head:
+    """What maps frozen token states to embeddings: the linear `projection` (dim, hidden) and, when
+    `mlp_in` (width, hidden) and `mlp_out` (dim, width) are given, a residual per-token MLP on the
+    unit-normalised states: normalise(P s' + B gelu(A s')), s' = normalise(s). Normalising first keeps
+    a zero-shot late store (unit-normalised states) exact for it, as for the linear head."""
+
+    projection: np.ndarray
+    mlp_in: np.ndarray | None = None
+    mlp_out: np.ndarray | None = None
+
+    def embed(self, states: np.ndarray) -> np.ndarray:
+        """Hidden states -> normalised embeddings (float32)."""
+        x = np.asarray(states, dtype=np.float32)
+        if self.mlp_in is None or self.mlp_out is None:
+            return normalise(x @ self.projection.T)
+        x = normalise(x)
+        return normalise(x @ self.projection.T + gelu(x @ self.mlp_in.T) @ self.mlp_out.T)
+
+
+def as_head(w: np.ndarray | Head | None) -> Head | None:
+    """A projection matrix as a linear Head; a Head or None (zero-shot) as is."""
+    if w is None or isinstance(w, Head):
+        return w
+    return Head(np.asarray(w, dtype=np.float32))
+
+
 class LateModel:
     """Encode queries and documents into normalised token embeddings of size `dim`.
 
@@ -59,6 +94,7 @@ class LateModel:
         from retrieval.late.encoder import TokenEncoder
 
         self.projection: np.ndarray | None = None
+        self.head: Head | None = None
         settings: dict = {}
         if model is None:
             if not DEFAULT_CHECKPOINT.is_file():
@@ -68,7 +104,8 @@ class LateModel:
         if str(model) == ZERO_SHOT:
             self.name, self.checkpoint_sha256 = ZERO_SHOT, None
         else:
-            self.projection, settings = load_checkpoint(verify_packaged(model))
+            self.head, settings = load_head(verify_packaged(model))
+            self.projection = self.head.projection
             # stored files name the checkpoint by its file name, never a path of this machine
             self.name, self.checkpoint_sha256 = Path(model).name, sha256_file(Path(model))
         settings = {k: v for k, v in settings.items() if k in ENCODER_KEYS}
@@ -92,10 +129,9 @@ class LateModel:
 
     def project(self, states: np.ndarray) -> np.ndarray:
         """Hidden states -> normalised embeddings (float32)."""
-        x = np.asarray(states, dtype=np.float32)
-        if self.projection is not None:
-            x = x @ self.projection.T
-        return normalise(x)
+        if self.head is not None:
+            return self.head.embed(states)
+        return normalise(np.asarray(states, dtype=np.float32))
 
     def queries(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Query token embeddings, one (tokens, dim) array per text."""
@@ -106,19 +142,25 @@ class LateModel:
         return [self.project(s) for s in self.encoder.encode(texts, False, desc="documents")]
 
 
-def save_checkpoint(path: str | Path, projection: np.ndarray, settings: dict, info: dict) -> None:
-    """Write the projection and its settings as safetensors (atomically)."""
+def save_checkpoint(path: str | Path, projection: np.ndarray | Head, settings: dict, info: dict) -> None:
+    """Write the projection (or a Head: with its MLP, when it has one) and its settings as safetensors
+    (atomically)."""
     from safetensors.numpy import save
 
     from retrieval.storage import write_bytes_atomic
 
+    head = as_head(projection)
+    assert head is not None
+    tensors = {"projection": head.projection}
+    if head.mlp_in is not None and head.mlp_out is not None:
+        tensors |= {"mlp_in": head.mlp_in, "mlp_out": head.mlp_out}
     meta = {"settings": json.dumps(settings, sort_keys=True), "info": json.dumps(info, sort_keys=True)}
-    data = save({"projection": np.ascontiguousarray(projection, dtype=np.float32)}, metadata=meta)
+    data = save({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in tensors.items()}, metadata=meta)
     write_bytes_atomic(Path(path), data)
 
 
-def load_checkpoint(path: str | Path) -> tuple[np.ndarray, dict]:
-    """(projection, encoder settings) from a checkpoint; InputError if it is not one."""
+def load_head(path: str | Path) -> tuple[Head, dict]:
+    """(head, encoder settings) from a checkpoint; InputError if it is not one."""
     from safetensors import SafetensorError, safe_open
 
     path = Path(path)
@@ -128,13 +170,29 @@ def load_checkpoint(path: str | Path) -> tuple[np.ndarray, dict]:
     try:
         with safe_open(str(path), framework="numpy") as f:
             meta = f.metadata() or {}
-            projection = f.get_tensor("projection")
+            tensors = {k: f.get_tensor(k).astype(np.float32) for k in f.keys()}
         settings = json.loads(meta.get("settings", "{}"))
+        projection = tensors["projection"]
     except (SafetensorError, OSError, ValueError, KeyError) as e:
         raise InputError(f"not a late-interaction checkpoint ({e})", path) from None
     if projection.ndim != 2 or 0 in projection.shape:
         raise InputError("checkpoint projection is not a (non-empty) matrix", path)
-    return projection.astype(np.float32), _checked_settings(settings, path)
+    a, b = tensors.get("mlp_in"), tensors.get("mlp_out")
+    if (a is None) != (b is None) or (a is not None and b is not None and (
+            a.ndim != 2 or b.ndim != 2 or a.shape[1] != projection.shape[1]
+            or b.shape != (projection.shape[0], a.shape[0]))):
+        raise InputError("checkpoint MLP head is incomplete or does not fit its projection (expected"
+                         " mlp_in (width, hidden) and mlp_out (dim, width))", path)
+    return Head(projection, a, b), _checked_settings(settings, path)
+
+
+def load_checkpoint(path: str | Path) -> tuple[np.ndarray, dict]:
+    """(projection, encoder settings) from a linear checkpoint; InputError if it is not one (a checkpoint
+    with an MLP head: `load_head`)."""
+    head, settings = load_head(path)
+    if head.mlp_in is not None:
+        raise InputError("checkpoint has an MLP head, not a projection alone; load it with load_head", path)
+    return head.projection, settings
 
 
 def _checked_settings(settings: object, path: Path) -> dict:

@@ -49,7 +49,7 @@ from retrieval.late import choice
 from retrieval.late.cache import Packed, cached_states
 from retrieval.late.config import TrainConfig
 from retrieval.late.encoder import TokenEncoder
-from retrieval.late.model import maxsim, normalise, save_checkpoint
+from retrieval.late.model import Head, as_head, maxsim, normalise, save_checkpoint
 from retrieval.late.pairs import corpus_pairs, title_pairs
 from retrieval.pipeline.fusion import interpolate_ranking
 from retrieval.types import Qrels, Queries, Run
@@ -69,11 +69,30 @@ def _pad(packed: Packed, rows: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.from_numpy(out), torch.from_numpy(mask)
 
 
-def _scores(w: torch.Tensor, q: torch.Tensor, qmask: torch.Tensor, d: torch.Tensor,
+Params = torch.Tensor | tuple[torch.Tensor, ...]  # the projection, or (projection, mlp_in, mlp_out)
+
+
+def _embed(w: Params, x: torch.Tensor) -> torch.Tensor:
+    """Token states -> normalised embeddings, as `model.Head.embed` computes them."""
+    if isinstance(w, torch.Tensor):
+        return torch.nn.functional.normalize(x @ w.T, dim=-1)
+    p, a, b = w
+    x = torch.nn.functional.normalize(x, dim=-1)
+    return torch.nn.functional.normalize(x @ p.T + torch.nn.functional.gelu(x @ a.T, approximate="tanh") @ b.T,
+                                         dim=-1)
+
+
+def _head(w: Params) -> Head:
+    """The trained parameters as a numpy Head (copies)."""
+    parts = [w] if isinstance(w, torch.Tensor) else list(w)
+    return Head(*[t.detach().numpy().copy() for t in parts])
+
+
+def _scores(w: Params, q: torch.Tensor, qmask: torch.Tensor, d: torch.Tensor,
             dmask: torch.Tensor) -> torch.Tensor:
     """MaxSim scores of every query against every document: (queries, documents)."""
-    qe = torch.nn.functional.normalize(q @ w.T, dim=-1) * qmask[..., None]
-    de = torch.nn.functional.normalize(d @ w.T, dim=-1)
+    qe = _embed(w, q) * qmask[..., None]
+    de = _embed(w, d)
     sims = torch.einsum("bqh,mdh->bmqd", qe, de)
     sims = sims.masked_fill(dmask[None, :, None, :] == 0, -1e4)
     return sims.max(dim=-1).values.sum(dim=-1)
@@ -87,23 +106,29 @@ def pca_init(states: np.ndarray, dim: int, seed: int) -> np.ndarray:
     return vt[:dim].copy()
 
 
-def rerank_cached(w: np.ndarray | None, qstates: Packed, qindex: dict[str, int], dstates: Packed,
+def rerank_cached(w: np.ndarray | Head | None, qstates: Packed, qindex: dict[str, int], dstates: Packed,
                   dindex: dict[str, int], run: Run, depth: int) -> Run:
-    """Rerank `run` with cached states and projection `w` (None: zero-shot); each document projected once."""
+    """Rerank `run` with cached states and projection (or Head) `w` (None: zero-shot); each document
+    projected once."""
     needed = sorted({dindex[d] for hits in run.values() for d, _ in hits[:depth]})
-    wt = None if w is None else torch.from_numpy(np.ascontiguousarray(w.T, dtype=np.float32))
+    head = as_head(w)
+    linear = head is None or head.mlp_in is None
+    wt = None if head is None else torch.from_numpy(np.ascontiguousarray(head.projection.T, dtype=np.float32))
     docs: dict[int, np.ndarray] = {}
     for b in range(0, len(needed), 256):
         rows = needed[b:b + 256]
         flat = torch.from_numpy(np.concatenate([dstates[i] for i in rows]).astype(np.float32))
-        emb = torch.nn.functional.normalize(flat if wt is None else flat @ wt, dim=-1).numpy()
+        if linear:
+            emb = torch.nn.functional.normalize(flat if wt is None else flat @ wt, dim=-1).numpy()
+        else:
+            emb = head.embed(flat.numpy())
         cuts = np.cumsum([len(dstates[i]) for i in rows])[:-1]
         docs.update(zip(rows, np.split(emb, cuts)))
     out = {}
     for qid, hits in run.items():
         hits = hits[:depth]
         q = qstates[qindex[qid]].astype(np.float32)
-        q = normalise(q @ w.T if w is not None else q)
+        q = normalise(q) if head is None else head.embed(q)
         packed = Packed.pack([docs[dindex[d]] for d, _ in hits], np.float32)
         out[qid] = list(zip([d for d, _ in hits], maxsim(q, packed.states, packed.offsets).tolist()))
     return Run(out)
@@ -288,7 +313,7 @@ def teacher_scores(sources: list[Source]) -> dict[tuple[str, str], dict[int, flo
             for s in sources if s.teacher is not None for q in s.training_ids}
 
 
-def validate_sources(proj: np.ndarray | None, sources: list[Source], depth: int) -> dict[str, float]:
+def validate_sources(proj: np.ndarray | Head | None, sources: list[Source], depth: int) -> dict[str, float]:
     """nDCG@10 of MaxSim (projection `proj`; None: zero-shot) reranking each source's held-out queries'
     first-stage top `depth`."""
     out = {}
@@ -323,14 +348,19 @@ def train_sources(sources: list[Source], output: str | Path, encoder_settings: d
                                                           replace=False)] for s in sources])
     start_point = torch.from_numpy(pca_init(states, cfg.dim, cfg.seed))
     w = torch.nn.Parameter(start_point.clone())
-    opt = torch.optim.Adam([w], lr=cfg.lr)
+    params: Params = w
+    if cfg.mlp_width:  # a residual MLP head; its output layer starts at zero, so epoch 0 is the linear start
+        hidden = start_point.shape[1]
+        params = (w, torch.nn.Parameter(torch.randn(cfg.mlp_width, hidden) / hidden ** 0.5),
+                  torch.nn.Parameter(torch.zeros(cfg.dim, cfg.mlp_width)))
+    opt = torch.optim.Adam([params] if isinstance(params, torch.Tensor) else list(params), lr=cfg.lr)
     _log(f"{len(pairs)} training pairs from {', '.join(s.name for s in sources)}; held out "
          + ", ".join(f"{s.name} {len(s.held)}" for s in sources))
     history, best = [], (-1.0, None, 0)
     for epoch in range(cfg.epochs + 1):
         if epoch:
-            _train_epoch(w, opt, start_point, pairs, negatives, cfg, rng, teacher)
-        proj = w.detach().numpy().copy()
+            _train_epoch(params, opt, start_point, pairs, negatives, cfg, rng, teacher)
+        proj = _head(params) if cfg.mlp_width else w.detach().numpy().copy()
         held = validate_sources(proj, sources, cfg.depth)
         mean = round(float(np.mean(list(held.values()))), 4)
         history.append({"epoch": epoch, "heldout_ndcg10": held, "mean_heldout_ndcg10": mean,
@@ -357,15 +387,16 @@ def _title_pairs(encoder: TokenEncoder, docs: dict[str, tuple[str, str]],
     return [(titles, j, bodies, j, None) for j in range(len(titled))]
 
 
-def _train_epoch(w: torch.nn.Parameter, opt: torch.optim.Optimizer, start_point: torch.Tensor, pairs: list,
+def _train_epoch(w: Params, opt: torch.optim.Optimizer, start_point: torch.Tensor, pairs: list,
                  negatives: dict, cfg: TrainConfig, rng: random.Random, teacher: dict | None = None) -> None:
     """One pass over the pairs, shuffled: a step per batch on the contrastive loss (plus distillation
     from `teacher`, when given) plus the anchor."""
     rng.shuffle(pairs)
     for b in range(0, len(pairs), cfg.batch_size):
         loss = _step(w, pairs[b:b + cfg.batch_size], negatives, cfg, rng, teacher)
-        if cfg.anchor:
-            loss = loss + cfg.anchor * (w - start_point).pow(2).sum()
+        if cfg.anchor:  # on the projection (an MLP head's output layer starts at zero and is free)
+            p = w if isinstance(w, torch.Tensor) else w[0]
+            loss = loss + cfg.anchor * (p - start_point).pow(2).sum()
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -386,7 +417,7 @@ def mrr_guard(history: list[dict], corpora: list[str], key: str = "ict_mrr") -> 
     return all(last[name] >= start[name] for name in corpora)
 
 
-def _step(w: torch.nn.Parameter, batch: list, negatives: dict, cfg: TrainConfig,
+def _step(w: Params, batch: list, negatives: dict, cfg: TrainConfig,
           rng: random.Random, teacher: dict | None = None) -> torch.Tensor:
     """Contrastive loss of one batch: positive i against all batch documents; with a `teacher`
     (key -> {document row: score}), plus `cfg.distill` times the mean KL divergence from the teacher's
