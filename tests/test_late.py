@@ -586,7 +586,8 @@ def test_training_on_several_sources(tmp_path, zero_shot):
 def test_an_mlp_head_trains_saves_and_reranks_a_zero_shot_store(tmp_path, zero_shot):
     """mlp_width > 0: a residual per-token MLP beside the projection; epoch 0 (its output layer at zero) is
     the linear start, the checkpoint holds both (safetensors, loaded by load_head, refused by
-    load_checkpoint), and embedding normalised or raw states gives the same (a zero-shot store stays exact)."""
+    load_checkpoint), and embedding normalised or raw states gives the same (a zero-shot store stays
+    exact)."""
     from retrieval.late.cache import cached_states
     from retrieval.late.config import TrainConfig
     from retrieval.late.model import Head, load_head, normalise

@@ -170,7 +170,8 @@ def load_head(path: str | Path) -> tuple[Head, dict]:
     try:
         with safe_open(str(path), framework="numpy") as f:
             meta = f.metadata() or {}
-            tensors = {k: f.get_tensor(k).astype(np.float32) for k in f.keys()}
+            names = list(f.keys())  # a safe_open handle is not iterable
+            tensors = {k: f.get_tensor(k).astype(np.float32) for k in names}
         settings = json.loads(meta.get("settings", "{}"))
         projection = tensors["projection"]
     except (SafetensorError, OSError, ValueError, KeyError) as e:

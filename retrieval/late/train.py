@@ -78,8 +78,8 @@ def _embed(w: Params, x: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.normalize(x @ w.T, dim=-1)
     p, a, b = w
     x = torch.nn.functional.normalize(x, dim=-1)
-    return torch.nn.functional.normalize(x @ p.T + torch.nn.functional.gelu(x @ a.T, approximate="tanh") @ b.T,
-                                         dim=-1)
+    mlp = torch.nn.functional.gelu(x @ a.T, approximate="tanh") @ b.T
+    return torch.nn.functional.normalize(x @ p.T + mlp, dim=-1)
 
 
 def _head(w: Params) -> Head:
