@@ -7,8 +7,9 @@ exhaustive_top_k scores every posting, term at a time within windows of
 WINDOW documents (the accumulators stay in the CPU's first-level cache),
 and selects the top k through a heap; exhaustive_top_k_kept scores the same
 way and selects through a buffer, used from k = LARGE_K on, where it is
-mostly faster (exhaustive_batch picks); maxscore_top_k is document-at-a-time
-MaxScore. All are exact by
+mostly faster (exhaustive_batch picks); skipping_top_k is exhaustive_top_k
+passing windows that cannot hold a hit (bounds from window_maxima);
+maxscore_top_k is document-at-a-time MaxScore. All are exact by
 construction, not by tolerance. For MaxScore:
 
 - a document that is scored at all gets the score the exhaustive searcher
@@ -584,11 +585,11 @@ def exhaustive_batch(indptr, docnos, codes, table, bases, query_ptr, terms, weig
 
 
 @njit(nogil=True, cache=True)
-def window_maxima(indptr, docnos, codes, window, num_docs, shortest):
-    """Each long list's largest impact code in every window of `window` documents (docno // window):
-    (where term t's row starts in the codes, -1 for a list under `shortest` postings; the rows, one code
-    a window, 0 where the list has no posting). Codes rise with impacts (codebook.py), so a row bounds
-    the list's impacts window by window."""
+def window_maxima(indptr, docnos, codes, window, num_docs, shortest, like):
+    """Each long list's largest impact code + 1 in every window of `window` documents (docno // window),
+    0 where the list has no posting: (where term t's row starts, -1 for a list under `shortest`
+    postings; the rows, in like's dtype, wide enough for the largest code + 1). Codes rise with impacts
+    (codebook.py), so a row bounds the list's impacts window by window."""
     windows = (num_docs + window - 1) // window
     row = np.full(len(indptr) - 1, -1, np.int64)
     rows = 0
@@ -596,45 +597,33 @@ def window_maxima(indptr, docnos, codes, window, num_docs, shortest):
         if indptr[t + 1] - indptr[t] >= shortest:
             row[t] = rows * windows
             rows += 1
-    out = np.zeros(rows * windows, codes.dtype)
+    out = np.zeros(rows * windows, like.dtype)
     for t in range(len(indptr) - 1):
         if row[t] >= 0:
             r = row[t]
             for p in range(indptr[t], indptr[t + 1]):
                 w = r + docnos[p] // window
-                out[w] = max(out[w], codes[p])
+                out[w] = max(out[w], codes[p] + 1)
     return row, out
 
 
 @njit(nogil=True, cache=True)
-def _window_bound(rows, row_codes, table, base, weights, bound, i, window_index):
-    """An upper bound of weight * impact of query term i's postings in a window: from the list's row
-    of window maxima when it has one, else its largest impact overall."""
-    if rows[i] >= 0:
-        return weights[i] * table[base[i] + row_codes[rows[i] + window_index]]
-    return bound[i]
-
-
-@njit(nogil=True, cache=True)
-def skipping_top_k(indptr, docnos, codes, table, bases, max_impacts, row, row_codes, terms, weights, k,
-                   window_scores, window_seen, window_slots, out_docs, out_scores, allow=None):
-    """exhaustive_top_k (the same scores, heap and result) skipping what cannot reach the top k.
+def skipping_top_k(indptr, docnos, codes, table, bases, row, row_codes, terms, weights, k, window_scores,
+                   window_seen, window_slots, out_docs, out_scores, allow=None):
+    """exhaustive_top_k (the same sums, heap and result) passing the windows that cannot hold a hit.
 
     Windows are aligned to multiples of len(window_scores) (the window of
-    `row_codes`, window_maxima's). Once the heap holds k hits above 0, the
-    lists whose largest impacts together cannot reach the k-th score are
-    non-essential (MaxScore's): they open no window, and their postings are
-    not added but looked up for the few documents that may still enter. A
-    window is passed when its bound -- the sum over essential lists with a
-    posting in it and over the non-essential ones of weight * the list's
-    largest impact in the window (from row_codes for a long list, the list's
-    largest overall for a short one) -- is <= the k-th score (inflated by
-    BOUND_SLACK against rounding): windows come in docno order, so a later
-    document with a score equal to the k-th loses the tie. Otherwise the
-    essential lists' postings are added; a document touched whose sum plus
-    the non-essential bound passes the k-th score is scored exactly (every
-    list, in query order, from 0.0: the exhaustive sum bit for bit) and
-    offered to the heap.
+    `row_codes`, window_maxima's). Until the heap holds k hits above 0, every
+    window with a posting is scored as exhaustive_top_k does. From then on
+    windows are taken in turn, and one whose bound -- the sum over the lists
+    with a posting in it of weight * the list's largest impact there (from
+    its row of window maxima for a long list; its largest overall for a short
+    one, whose cursor says whether it has a posting there) -- is <= the k-th
+    score, inflated by BOUND_SLACK against rounding, is passed without
+    reading a long list's postings: windows come in docno order, so a later
+    document with a score equal to the k-th loses the tie. A window that may
+    hold a hit has every list's postings added in query order (the
+    exhaustive sums, bit for bit), the long lists' cursors first sought to it.
     """
     m = len(terms)
     if m == 0 or k <= 0:
@@ -643,84 +632,80 @@ def skipping_top_k(indptr, docnos, codes, table, bases, max_impacts, row, row_co
     cursor, end, base = _cursors(indptr, bases, terms)
     before = np.empty(m, np.int64)
     rows = np.empty(m, np.int64)
-    bound = np.empty(m)
+    bound = np.empty(m)  # a short list's largest impact, weighted (the last of its run of the table)
+    last = 0  # one past the last window holding a posting of any list
     for i in range(m):
         rows[i] = row[terms[i]]
-        bound[i] = weights[i] * max_impacts[terms[i]]
-    order = np.argsort(bound, kind="mergesort")  # ascending bounds: the non-essential lists come first
-    cumulative = np.empty(m)
-    total = 0.0
-    for j in range(m):
-        total += bound[order[j]]
-        cumulative[j] = total * BOUND_SLACK
-    essential = np.ones(m, np.bool_)
-    first_essential = 0
+        run_end = bases[terms[i] + 1]
+        bound[i] = weights[i] * table[run_end - 1] if run_end > base[i] else 0.0  # runs ascend
+        if end[i] > cursor[i]:
+            last = max(last, docnos[end[i] - 1] // window + 1)
     heap_scores = np.empty(k)
     heap_docs = np.empty(k, np.int64)
     size = 0
     threshold = -np.inf
-    while True:
-        if threshold > 0.0:
-            lowest = -1
-            for i in range(m):
-                if essential[i] and cursor[i] < end[i] and (lowest < 0 or docnos[cursor[i]] < lowest):
-                    lowest = docnos[cursor[i]]
-        else:
-            lowest = _window_start(docnos, cursor, end)
+    w = 0  # the next window
+    while threshold <= 0.0:  # the heap is filling: every document touched is offered
+        lowest = _window_start(docnos, cursor, end)
         if lowest < 0:
-            break
-        start = lowest - lowest % window
+            return _drain(heap_scores, heap_docs, size, out_docs, out_scores)
+        w = lowest // window
+        start = w * window
+        hits = _add_window_listed(window_scores, window_seen, window_slots, docnos, codes, table, base,
+                                  cursor, end, weights, start, start + window)
+        w += 1
+        for h in range(hits):
+            slot = window_slots[h]
+            score = window_scores[slot]
+            window_scores[slot] = 0.0
+            window_seen[slot] = 0
+            if score >= threshold and _allowed(allow, start + slot):
+                size = _offer(heap_scores, heap_docs, size, k, score, start + slot)
+                if size == k:
+                    threshold = heap_scores[0]
+    while w < last:
+        start = w * window
         stop = start + window
-        if threshold <= 0.0:  # the heap is filling: every document touched is offered
-            hits = _add_window_listed(window_scores, window_seen, window_slots, docnos, codes, table, base,
-                                      cursor, end, weights, start, stop)
-            for h in range(hits):
-                slot = window_slots[h]
-                score = window_scores[slot]
-                window_scores[slot] = 0.0
-                window_seen[slot] = 0
-                if score >= threshold and _allowed(allow, start + slot):
-                    size = _offer(heap_scores, heap_docs, size, k, score, start + slot)
-                    if size == k:
-                        threshold = heap_scores[0]
-        else:
-            ceiling = 0.0
-            for i in range(m):
-                if not essential[i]:  # a non-essential list catches up only in a window that opens
-                    cursor[i] = _seek(docnos, cursor[i], end[i], start)
-                if cursor[i] < end[i] and docnos[cursor[i]] < stop:
-                    ceiling += _window_bound(rows, row_codes, table, base, weights, bound, i, start // window)
-            if ceiling * BOUND_SLACK <= threshold:
-                for i in range(m):
-                    cursor[i] = _seek(docnos, cursor[i], end[i], stop)
-                continue
-            span, top, _ = _add_window(window_scores, docnos, codes, table, base, cursor, end, weights, start,
-                                       stop, before)
-            if top >= threshold:
-                _scan_window(window_scores, span, start, heap_scores, heap_docs, k, allow)
-                threshold = heap_scores[0]
+        ceiling = 0.0
+        for i in range(m):
+            if rows[i] >= 0:
+                code = row_codes[rows[i] + w]
+                if code > 0:
+                    ceiling += weights[i] * table[base[i] + code - 1]
             else:
-                window_scores[:span] = 0.0
-        if threshold > 0.0:
-            while first_essential < m and cumulative[first_essential] <= threshold:
-                essential[order[first_essential]] = False
-                first_essential += 1
-            if first_essential == m:
-                break
+                p = cursor[i]
+                while p < end[i] and docnos[p] < start:  # a short list: passed windows' postings
+                    p += 1
+                cursor[i] = p
+                if p < end[i] and docnos[p] < stop:
+                    ceiling += bound[i]
+        w += 1
+        if ceiling * BOUND_SLACK <= threshold:
+            continue
+        for i in range(m):
+            if rows[i] >= 0:
+                cursor[i] = _seek(docnos, cursor[i], end[i], start)
+        span, top, _ = _add_window(window_scores, docnos, codes, table, base, cursor, end, weights, start,
+                                   stop, before)
+        if top >= threshold:
+            _scan_window(window_scores, span, start, heap_scores, heap_docs, k, allow)
+            threshold = heap_scores[0]
+        else:
+            window_scores[:span] = 0.0
     return _drain(heap_scores, heap_docs, size, out_docs, out_scores)
 
 
 @njit(nogil=True, cache=True)
-def skipping_batch(indptr, docnos, codes, table, bases, max_impacts, row, row_codes, query_ptr, terms,
-                   weights, skip, k, window, large_k, out_docs, out_scores, out_counts, allow=None):
+def skipping_batch(indptr, docnos, codes, table, bases, row, row_codes, query_ptr, terms, weights, skip, k,
+                   window, large_k, out_docs, out_scores, out_counts, allow=None):
     """exhaustive_batch, query q through skipping_top_k where skip[q] (and k < large_k)."""
     window_scores, window_seen, window_slots, kept_scores, kept_docs = exhaustive_scratch(k, window, large_k)
     for q in range(len(query_ptr) - 1):
         a, b = query_ptr[q], query_ptr[q + 1]
         if skip[q] and k < large_k:
-            out_counts[q] = skipping_top_k(indptr, docnos, codes, table, bases, max_impacts, row, row_codes,
-                                           terms[a:b], weights[a:b], k, window_scores, window_seen,
-                                           window_slots, out_docs[q], out_scores[q], allow)
+            out_counts[q] = skipping_top_k(indptr, docnos, codes, table, bases, row, row_codes, terms[a:b],
+                                           weights[a:b], k, window_scores, window_seen, window_slots,
+                                           out_docs[q], out_scores[q], allow)
         else:
             out_counts[q] = exhaustive_query(indptr, docnos, codes, table, bases, terms[a:b], weights[a:b], k,
                                              large_k, window_scores, window_seen, window_slots, kept_scores,

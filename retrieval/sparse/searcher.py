@@ -28,7 +28,7 @@ from retrieval.index.postings import InvertedIndex, term_ranges
 from retrieval.sparse import block_kernels, kernels, selective
 
 WeightedQuery = list[tuple[int, float]]  # (term id, weight)
-SKIP_TERMS = 5  # "skipping" skips windows (kernels.skipping_top_k) for a query of at most this many terms
+SKIP_TERMS = 8  # "skipping" skips windows (kernels.skipping_top_k) for a query of at most this many terms
 # and k < LARGE_K, and scores the others exhaustively: chosen on validation queries sharing nothing with
 # eval/bench_real.py's (docs/design/index-format.md, "Searching")
 METHODS = ("auto", "maxscore", "exhaustive", "skipping", "blocks", "blockmax")
@@ -152,11 +152,14 @@ class ImpactSearcher:
     @cached_property
     def window_rows(self) -> tuple[np.ndarray, np.ndarray]:
         """kernels.window_maxima of the lists of at least one posting a window on average (2 bytes a
-        posting of those lists at most), computed when a skipping search first needs them."""
+        posting of those lists at most, 4 with codes past 65,535), computed when a skipping search first
+        needs them."""
         index, windows = self.index, -(-self.index.num_docs // kernels.WINDOW)
+        runs = np.diff(self.impacts.bases)
+        like = np.empty(0, np.uint16 if len(runs) == 0 or runs.max() < 1 << 16 else np.uint32)  # code + 1
         return kernels.window_maxima(np.asarray(index.indptr), np.asarray(index.docnos),
                                      np.asarray(self.impacts.codes), kernels.WINDOW, index.num_docs,
-                                     max(1, windows))
+                                     max(1, windows), like)
 
     @cached_property
     def code_blocks(self) -> CodeBlocks:
@@ -181,7 +184,7 @@ class ImpactSearcher:
         passing = None if allow is None else kernels.readonly(np.flatnonzero(allowed).astype(np.int64))
         skipping = None
         if method == "skipping" and allow is None and k < self.large_k:
-            skipping = [kernels.readonly(np.asarray(a)) for a in (self.max_impacts, *self.window_rows)]
+            skipping = [kernels.readonly(a) for a in self.window_rows]
 
         def kernel(query: tuple, out: tuple) -> None:
             """query: (query_ptr, terms, weights, k); out: (docs, scores, counts), filled in place."""
