@@ -1,13 +1,15 @@
 """Alternating builds of two revisions of the code on the Wikipedia passages: is a build change faster?
 
     python eval/build_pairs.py --wiki /work/data/wiki --base REV [--head REV] [--passages 200000]
-                               [--pairs 6] [--scratch DIR] [--out FILE]
+                               [--pairs 6] [--tantivy] [--scratch DIR] [--out FILE]
 
 Each revision's `retrieval/` (`git archive REV`; --head defaults to this checkout as it is) builds the
 first --passages passages of WIKI/corpus.jsonl (sliced as bench_real.py slices them; 0: all) in a
 fresh child process (`bench_real.py --child ours`: `build_index(workers=1)`, its wall seconds, CPU
 seconds of every thread, peak RSS and the load average before and after), base then head, --pairs
-times, after one unrecorded build of each (numba compiles its kernels into each copy's cache once).
+times, after one unrecorded build of each on the first WARM_PASSAGES passages (numba compiles its
+kernels into each copy's cache once). --tantivy adds one build of tantivy's (bench_real.py's) after
+the pairs, for reference.
 On a shared machine other work changes every timing, so the pairs alternate and the comparison is
 within each pair: the table gives each pair, the medians, and a paired t-test on the wall and CPU
 seconds. The two indexes are then compared file by file (the manifest apart from its timestamps).
@@ -30,6 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results" / "build_pairs.md"
+WARM_PASSAGES = 5000  # the unrecorded first build of each copy
 
 
 def checkout(rev: str, where: Path) -> Path:
@@ -43,11 +46,11 @@ def checkout(rev: str, where: Path) -> Path:
     return where
 
 
-def build(code: Path, corpus: Path, out: Path) -> dict:
-    """One build in a child process with `code` first on its path (bench_real's child for ours)."""
+def build(code: Path, corpus: Path, out: Path, engine: str = "ours") -> dict:
+    """One build in a child process with `code` first on its path (bench_real's child for `engine`)."""
     env = os.environ | {"TQDM_DISABLE": "1", "BENCH_REAL_THREADS": "1", "NUMBA_NUM_THREADS": "1",
                         "PYTHONPATH": os.pathsep.join([str(code), str(HERE)])}
-    proc = subprocess.run([sys.executable, str(HERE / "bench_real.py"), "--child", "ours", str(corpus),
+    proc = subprocess.run([sys.executable, str(HERE / "bench_real.py"), "--child", engine, str(corpus),
                            str(out)], env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"build with {code} failed: {(proc.stderr.strip().splitlines() or ['killed'])[-1]}")
@@ -83,6 +86,7 @@ def main() -> None:
     ap.add_argument("--passages", type=int, default=200_000, help="first N passages (0: all)")
     ap.add_argument("--pairs", type=int, default=6)
     ap.add_argument("--scratch", type=Path, help="the slice, code and indexes (default WIKI/pairs-N)")
+    ap.add_argument("--tantivy", action="store_true", help="then one build of tantivy's (bench_real's)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     a = ap.parse_args()
     from bench_real import slice_corpus
@@ -95,8 +99,9 @@ def main() -> None:
                               capture_output=True, text=True).stdout.strip()
     code = {"base": checkout(base_rev, scratch / f"code-{base_rev}"),
             "head": checkout(a.head, scratch / f"code-{a.head}") if a.head else ROOT}
-    for who in code:  # numba's cache of each copy
-        build(code[who], corpus, scratch / f"index-{who}")
+    warm, _ = slice_corpus(a.wiki, scratch / "warm", WARM_PASSAGES)
+    for who in code:  # numba compiles each copy's kernels into its cache once
+        build(code[who], warm, scratch / f"index-{who}")
     rows, seconds = [], {who: {"wall": [], "cpu": [], "rss": []} for who in code}
     for i in range(1, a.pairs + 1):
         got = {who: build(code[who], corpus, scratch / f"index-{who}") for who in code}
@@ -121,6 +126,12 @@ def main() -> None:
                      f" paired t-test p = {p:.2g}")
     lines.append(f"- peak RSS, largest: base {max(seconds['base']['rss']):.2f} GB, head"
                  f" {max(seconds['head']['rss']):.2f} GB")
+    if a.tantivy:
+        t = build(ROOT, corpus, scratch / "index-tantivy", "tantivy")
+        lines.append(f"- tantivy, built right after (bench_real.py's build: one writer thread, its doc-store"
+                     " compressor and merge threads; the id stored, not the text):"
+                     f" wall {t['seconds']:.2f} s, CPU {t['cpu']:.2f} s (load {t['load'][0]:.1f} →"
+                     f" {t['load'][1]:.1f}), peak RSS {t['rss']:.2f} GB")
     diff = differing(scratch / "index-base", scratch / "index-head")
     lines.append(f"- index files differing (manifest apart from its timestamps): {', '.join(diff) or 'none'}")
     publish(a.out, "# Build time, two revisions in alternating pairs\n" + "\n".join(lines) + "\n")
