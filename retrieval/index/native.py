@@ -54,6 +54,8 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
     """Build doc store + inverted index at `path` atomically; returns the manifest.
 
     An existing index at `path` is replaced only once the new one is complete.
+    The documents are analysed in this thread and stored beside it by a doc-store thread
+    (docstore.DocStoreWriter), as tantivy's writer compresses its doc store in a thread of its own.
     `workers` > 1 builds in that many processes (same index): this one reads the documents, stores
     them and writes the postings, the `workers` - 1 others tokenize and analyse the texts, each
     through the compiled token tables with a vocabulary of its own mapped to the index's
