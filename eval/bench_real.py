@@ -11,15 +11,20 @@ when N is 0 or larger); the slice and every index go under --scratch
 their recorded time and memory unless --rebuild.
 
 Every build runs in a fresh child process on one thread, so its peak RSS
-(getrusage of the child) is its own; each child also records its CPU seconds
+(getrusage of the child) is its own; each child also records its CPU seconds (every
+thread of the child's, `time.process_time`, and of its own children)
 and the machine's load (1-minute average, `os.getloadavg`, what `uptime`
 shows) before and after, printed beside the wall times, since the machine may
 be shared:
-- ours: `build_index(workers=1)`, this project's Lucene-compatible analysis;
+- ours: `build_index(workers=1)`, this project's Lucene-compatible analysis, one
+  analysis thread plus the doc-store thread (titles and texts compressed, zstd
+  with a dictionary, in SQLite), as tantivy's writer has a doc-store compressor
+  thread beside its indexing thread;
 - bm25s 0.3 (numba backend at search time): its own tokenizer, English
   stopwords, no stemmer (PyStemmer is not installed), method "lucene";
 - tantivy (python package): a text field with its "en_stem" analyzer,
-  frequencies and no positions, writer on 1 thread, merged;
+  frequencies and no positions, writer on 1 thread, merged; it stores only
+  the id (the text is not stored, so its doc store holds far less than ours);
 - PISA through pyterrier-pisa: its porter2 stemmer, 1 thread; the build
   includes the compressed BM25 index (block_simdbp) that its first search
   would otherwise make.
@@ -358,6 +363,10 @@ def table(builds: dict, search: dict, passages_count: int) -> str:
             f"| {engine} | {b['seconds']:,.1f} | {cpu} | {machine} | {b['rss']:.2f} | "
             f"{b['postings'] / 1e6:,.1f} | {b['bytes'] / 1e6:,.1f} |"
         )
+    if THREADS == 1:
+        lines += ["", "A build on one thread is one indexing thread, with helper threads beside it: ours, its"
+                  " doc-store thread (titles and texts compressed and stored); tantivy, its doc-store"
+                  " compressor and merge threads (it stores only the ids). The CPU column counts them all."]
     if "load" in search:
         start, end = search["load"]
         lines += ["", "Machine load (1-minute average, as `uptime` shows) when the search child started"

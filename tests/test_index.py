@@ -369,3 +369,44 @@ def test_doc_store_is_compressed_and_older_plain_ones_still_read(tmp_path):
         assert list(store) == docs and store.get("d0007") == docs[7] and len(store) == len(docs)
         with pytest.raises(InputError, match="unknown document id"):
             store.get("nope")
+
+
+def test_the_doc_store_thread_writes_the_one_thread_store(tmp_path):
+    """The doc-store thread inserts the rows in the order one thread inserting each BATCH of rows
+    once full, and each document's extra row right after it, does: the file is byte for byte the
+    same. A duplicate id is an InputError raised in the caller's thread."""
+    import sqlite3
+
+    from retrieval.index import docstore
+    from retrieval.index.docstore import DocStore
+
+    docs = [Document(f"d{i:05d}", f"Title {i % 7}", f"text {i} and more " * (i % 13),
+                     {"tag": f"v{i}"} if i % 5 == 0 else None, {"n": i} if i % 11 == 0 else None)
+            for i in range(2600)]  # 1023 (the last of the first batch) has metadata
+    assert [d.id for d in docstore.write_docstore(tmp_path / "thread.sqlite", docs)] == [d.id for d in docs]
+    con = sqlite3.connect(tmp_path / "one.sqlite")
+    con.execute(docstore._SCHEMA)
+    con.execute(docstore._META)
+    dictionary = docstore._dictionary(docs[:docstore.SAMPLE_DOCS])
+    con.executemany("INSERT INTO meta VALUES (?, ?)", [("compression", docstore.COMPRESSION),
+                                                        ("dictionary", dictionary)])
+    compress, rows, extra = docstore._compressor(dictionary).compress, [], False
+    for docno, doc in enumerate(docs):
+        rows.append((docno, doc.id, compress(docstore._pack(doc))))
+        if len(rows) == docstore.BATCH:
+            con.executemany("INSERT INTO docs VALUES (?, ?, ?)", rows)
+            rows.clear()
+        if doc.fields or doc.metadata:
+            if not extra:
+                con.execute(docstore._EXTRA_SCHEMA)
+                extra = True
+            con.execute("INSERT INTO extra VALUES (?, ?, ?)",
+                        (docno, docstore._json(doc.fields), docstore._json(doc.metadata)))
+    con.executemany("INSERT INTO docs VALUES (?, ?, ?)", rows)
+    con.commit()
+    con.close()
+    assert (tmp_path / "thread.sqlite").read_bytes() == (tmp_path / "one.sqlite").read_bytes()
+    assert list(DocStore(tmp_path / "thread.sqlite")) == docs
+    repeated = docs[:1500] + [docs[3]] + docs[1500:]
+    with pytest.raises(InputError, match=r"duplicate document id 'd00003' \(document 1501 "):
+        list(docstore.write_docstore(tmp_path / "repeated.sqlite", repeated))

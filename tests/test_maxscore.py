@@ -72,7 +72,7 @@ def test_maxscore_equals_exhaustive_on_random_indexes(case):
         assert same(searcher.search_many(weighted, k, method="maxscore"), expected)
         assert same(searcher.search_many(weighted, k, threads=2, method="maxscore"), expected)
         assert same(searcher.search_many(weighted, k, method="exhaustive"), expected)
-        for method in ("blocks", "blockmax"):
+        for method in ("skipping", "blocks", "blockmax"):
             assert same(searcher.search_many(weighted, k, method=method), expected)
 
 
@@ -93,7 +93,7 @@ def test_maxscore_equals_exhaustive_on_lists_of_many_blocks(seed, tmp_path):
     searcher = ImpactSearcher(index, impacts)
     for k in (1, 5, 10, 100):
         expected = [searcher.search(q, k) for q in queries]
-        for method in ("auto", "blocks", "blockmax"):
+        for method in ("auto", "skipping", "blocks", "blockmax"):
             assert same(searcher.search_many(queries, k, method=method), expected), (k, method)
 
 
@@ -109,7 +109,7 @@ def test_maxscore_equals_exhaustive_on_real_collections(collection, cacm_index, 
         for k in (1, 10, 100, 1000):
             exhaustive = ranker.searcher.search_many(queries, k, method="exhaustive")
             assert same(ranker.searcher.search_many(queries, k, threads=2), exhaustive), (ranker.model, k)
-            for method in ("blocks", "blockmax"):
+            for method in ("skipping", "blocks", "blockmax"):
                 assert same(ranker.searcher.search_many(queries, k, method=method), exhaustive), (method, k)
 
 
@@ -231,6 +231,36 @@ def test_exhaustive_kernel_is_the_same_for_any_window(window, tmp_path):
                                      query_ptr, terms, weights, k, window, large_k, docs, scores, counts)
             got = [(docs[r, :n], scores[r, :n]) for r, n in enumerate(counts)]
             assert same(got, [searcher.search(q, k) for q in queries]), (k, large_k)
+
+
+@pytest.mark.parametrize("window", [1, 2, 7, 64])
+def test_skipping_kernel_is_the_same_for_any_window(window, tmp_path):
+    """Window skipping (kernels.skipping_top_k) with small windows, so that many are passed: the
+    reference top k, whatever the lists' rows of window maxima cover (every list, the longer, none)."""
+    from retrieval.sparse import kernels
+
+    rng = np.random.default_rng(100 + window)
+    index = zipf_index(tmp_path, rng, documents=800, exponent=1.4, vocab=30)
+    impacts = rng.choice([0.0, 0.5, 1.0, 2.5, 0.25], size=len(index.docnos))
+    queries = [sorted({int(t): float(rng.choice([0.0, 1.0, 2.0, 0.5])) for t in
+                       rng.integers(0, index.num_terms, size=int(rng.integers(1, 6)))}.items())
+               for _ in range(30)]
+    searcher = ImpactSearcher(index, impacts)
+    book = searcher.impacts
+    query_ptr = np.cumsum([0] + [len(q) for q in queries])
+    terms = np.array([t for q in queries for t, _ in q], dtype=np.int64)
+    weights = np.array([w for q in queries for _, w in q])
+    for shortest in (1, 20, 10**9):
+        row, row_codes = kernels.window_maxima(index.indptr, index.docnos, book.codes, window,
+                                               index.num_docs, shortest, np.empty(0, np.uint32))
+        for k in (1, 3, 10, 50):
+            docs, scores = np.empty((len(queries), k), np.int64), np.empty((len(queries), k))
+            counts = np.empty(len(queries), np.int64)
+            kernels.skipping_batch(index.indptr, index.docnos, book.codes, book.table, book.bases,
+                                   row, row_codes, query_ptr, terms, weights,
+                                   np.ones(len(queries), np.bool_), k, window, k + 1, docs, scores, counts)
+            got = [(docs[r, :n], scores[r, :n]) for r, n in enumerate(counts)]
+            assert same(got, [searcher.search(q, k) for q in queries]), (shortest, k)
 
 
 @pytest.mark.parametrize("seed", range(6))

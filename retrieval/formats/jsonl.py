@@ -126,6 +126,8 @@ def record_extras(record: dict, known: tuple[str, ...], path: str | Path | None 
     and a metadata value; a number, a boolean or a list of strings is metadata; so is each member of
     a `metadata` object (BEIR's). Anything else (null, nested objects) is left out; a value that is
     not a finite number is refused. None for none."""
+    if record.keys() <= set(known):
+        return None, None
     fields: dict[str, str] = {}
     meta: dict[str, object] = {}
     nested = record.get("metadata")

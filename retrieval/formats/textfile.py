@@ -100,6 +100,8 @@ def check_id(value: object, what: str, where: str | Path | None = None, line: in
     """A query or document id: a non-empty string without whitespace or control characters (a run
     file's column), of at most MAX_ID_CHARS (an index holds ids in fixed-width arrays: one huge id
     would widen every one)."""
+    if isinstance(value, str) and value.isascii() and len(value) <= MAX_ID_CHARS and is_word(value):
+        return value  # most ids: ASCII (no lone surrogate), short, one word
     if isinstance(value, str) and len(value) > MAX_ID_CHARS:
         raise InputError(f"{what} {value[:20]!r}... has {len(value):,} characters; expected at most"
                          f" {MAX_ID_CHARS:,}", where, line)

@@ -246,16 +246,20 @@ class AsciiTokenTable:
         found = self.entries_of_texts(texts)
         return None if found is None else (self._ids(found[0]), found[1])
 
-    def entries_of_texts(self, texts: list[str]) -> tuple[np.ndarray, list[int]] | None:
-        """`entries` of ASCII `texts` in one pass, and each text's number of tokens. The texts are
-        joined by "\n", which no token spans (not a word character, nor a joiner)."""
+    def entries_of_texts(self, texts: list[str]) -> tuple[np.ndarray, list[int], list[int]] | None:
+        """`entries` of ASCII `texts` in one pass, each text's number of tokens and the texts left to
+        the caller's tokenizer (none here: see UnicodeTokenTable); None when a token is longer than
+        255 characters. The texts are joined by "\n", which no token spans (not a word character,
+        nor a joiner)."""
         data = np.frombuffer("\n".join(texts).encode("ascii"), np.uint8)
         entries = self._entries(data, data, MAX_TOKEN_UNITS)
-        if entries is None:
-            return None
+        return None if entries is None else (entries, self._counts(texts, len(entries)), [])
+
+    def _counts(self, texts: list[str], tokens: int) -> list[int]:
+        """Each text's number of the `tokens` just found in `texts` joined by "\n"."""
         ends = np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)) + 1) - 1  # each "\n"
-        before = np.searchsorted(self._starts[:len(entries)], ends)  # tokens up to each text's end
-        return entries, np.diff(before, prepend=0).tolist()
+        before = np.searchsorted(self._starts[:tokens], ends)  # tokens up to each text's end
+        return np.diff(before, prepend=0).tolist()
 
     def _ids(self, entries: np.ndarray | None) -> bytes | None:
         """The term ids of `entries` (new tokens analysed first), as bytes; None for None."""
@@ -315,8 +319,16 @@ class UnicodeTokenTable(AsciiTokenTable):
     def entries(self, text: str) -> np.ndarray | None:
         """The table entries of the tokens of `text` (see AsciiTokenTable.entries), or None as
         `term_ids`."""
+        found = self.entries_of_texts([text])
+        return None if found is None or found[2] else found[0]
+
+    def entries_of_texts(self, texts: list[str]) -> tuple[np.ndarray, list[int], list[int]] | None:
+        """`entries` of `texts` in one pass (joined by "\n", as AsciiTokenTable.entries_of_texts), each
+        text's number of tokens and the texts left to the caller's tokenizer (those `words` would
+        need its full grammar for: their tokens are not looked up, and their count is 0); None when
+        a text has a lone surrogate or a token is long."""
         try:
-            codes = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+            codes = np.frombuffer("\n".join(texts).encode("utf-32-le"), np.uint32)
         except UnicodeEncodeError:  # a lone surrogate
             return None
         if len(self._view) < len(codes):
@@ -327,6 +339,11 @@ class UnicodeTokenTable(AsciiTokenTable):
             for code in np.unique(codes[view == 255]).tolist():
                 self.stand_ins[code] = stand_in_code(code)
             missing, full = _stand_ins(codes, self.stand_ins, view)
-        if full:
-            return None
-        return self._entries(view, codes, MAX_TOKEN_UNITS // 2)  # at most two UTF-16 units a character
+        left: list[int] = []
+        if full:  # blank the texts that need the full grammar (no token is found there)
+            ends = np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)) + 1) - 1
+            left = np.unique(np.searchsorted(ends, np.flatnonzero(view == 0))).tolist()
+            for k in left:
+                view[ends[k] - len(texts[k]):ends[k]] = 32
+        entries = self._entries(view, codes, MAX_TOKEN_UNITS // 2)  # at most two UTF-16 units a character
+        return None if entries is None else (entries, self._counts(texts, len(entries)), left)

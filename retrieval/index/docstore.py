@@ -16,19 +16,23 @@ before.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import json
 import os
+import queue
 import sqlite3
 import struct
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import zstandard
 
 from retrieval.errors import InputError
+from retrieval.storage import checksum_file
 from retrieval.types import Document
 
 FILENAME = "docs.sqlite"
@@ -38,7 +42,10 @@ COMPRESSION = "zstd-1"  # meta "compression": the packing above
 SAMPLE_DOCS = 2000      # documents the dictionary is trained on (the first ones)
 DICTIONARY_BYTES = 64 * 1024
 LEVEL = 1  # level 3 compressed 10% smaller and 1.6x slower (the build's time matters more)
-BATCH = 1024  # documents inserted at a time
+BATCH = 1024  # documents compressed and inserted at a time
+QUEUED = 8  # batches waiting for the doc-store thread at most
+INSERT_ROWS = 333  # rows an INSERT statement inserts (3 values each: within SQLite's smallest limit, 999)
+_INSERT = "INSERT INTO docs VALUES {}"
 _EXTRA_SCHEMA = "CREATE TABLE extra (docno INTEGER PRIMARY KEY, fields TEXT, metadata TEXT)"
 
 
@@ -80,52 +87,179 @@ def _document(row: tuple) -> Document:
 
 
 def write_docstore(path: Path, documents: Iterable[Document]) -> Iterator[Document]:
-    """Store documents while passing them through (so indexing reads the collection once); the first
-    SAMPLE_DOCS pass once the dictionary is trained on them.
+    """Store documents while passing them through (so indexing reads the collection once), in the
+    doc-store thread of a DocStoreWriter; the store is complete once the documents are.
 
     Raises InputError on a duplicate doc id.
     """
-    con = sqlite3.connect(path)
-    try:
-        con.execute(_SCHEMA)
-        con.execute(_META)
-        documents = iter(documents)
-        sample = list(itertools.islice(documents, SAMPLE_DOCS))
-        dictionary = _dictionary(sample)
-        con.executemany("INSERT INTO meta VALUES (?, ?)", [("compression", COMPRESSION),
-                                                            ("dictionary", dictionary)])
-        compress = _compressor(dictionary).compress
-        extra = False
-        rows: list[tuple[int, str, bytes]] = []
-        for docno, doc in enumerate(itertools.chain(sample, documents)):
-            rows.append((docno, doc.id, compress(_pack(doc))))
-            if len(rows) == BATCH:
-                _insert(con, rows)
-            if doc.fields or doc.metadata:
-                if not extra:
-                    con.execute(_EXTRA_SCHEMA)
-                    extra = True
-                con.execute("INSERT INTO extra VALUES (?, ?, ?)", (docno, _json(doc.fields),
-                                                                   _json(doc.metadata)))
+    with DocStoreWriter(path) as writer:
+        yield from writer.passing(documents)
+        writer.finish()
+
+
+class DocStoreWriter:
+    """Writes a doc store in a thread of its own while the caller's thread passes the documents
+    through (`passing`), as tantivy's writer hands its doc store to a compressor thread: the
+    dictionary is trained on the first SAMPLE_DOCS documents, each BATCH of documents is packed,
+    compressed in one call (zstd releases the GIL for the whole batch) and inserted in a few
+    statements (SQLite releases it for each), so the thread rarely waits for the GIL. At most QUEUED
+    batches wait for it (bounded memory). `finish` waits for the store to be complete and returns
+    its checksum (storage.checksum_file), raising the thread's error if it had one (a duplicate id,
+    a full disk); leaving the `with` block without `finish` stops the thread and leaves the store
+    unfinished (the build that owns it removes it). The store is byte for byte the one written in
+    the caller's thread (the same rows, inserted in the same order)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._queue: queue.Queue[list[Document] | None] = queue.Queue(QUEUED)
+        self._error: BaseException | None = None
+        self._stopped = False  # close: store nothing more
+        self._ended = False  # the end was handed over
+        self._checksum: dict[str, Any] | None = None
+        self._thread = threading.Thread(target=self._run, name="doc store", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> DocStoreWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def passing(self, documents: Iterable[Document]) -> Iterator[Document]:
+        """Each document, once handed to the thread (a batch at a time); the thread's error, if
+        any, is raised here, at the next batch."""
+        batch: list[Document] = []
+        for doc in documents:
+            batch.append(doc)
+            if len(batch) == BATCH:
+                self._put(batch)
+                batch = []
             yield doc
-        _insert(con, rows)
-        con.commit()
-    except sqlite3.OperationalError as e:  # the system refused a write: an OSError, as numpy's would be
-        raise _refused(e, path) from None
-    finally:
-        con.close()
+        self._put(batch)
+        self._put(None)  # the end: the thread commits
+
+    def finish(self) -> dict[str, Any]:
+        """Wait for the store to be complete (after `passing` has passed every document); its
+        {sha256, bytes}. Raises the thread's error."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        if self._checksum is None:
+            raise RuntimeError("the doc store was not given all its documents")
+        return self._checksum
+
+    def close(self) -> None:
+        """Stop the thread (what it has not stored is dropped) and wait for it."""
+        if self._thread.is_alive():
+            self._stopped = True
+            with contextlib.suppress(queue.Full):
+                self._queue.put_nowait(None)
+            self._thread.join()
+
+    def _put(self, batch: list[Document] | None) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put(batch)
+
+    def _batches(self) -> Iterator[list[Document]]:
+        """The batches handed over, until the end (None) or `close`."""
+        while not self._stopped:
+            batch = self._queue.get()
+            if batch is None:
+                self._ended = True
+                return
+            yield batch
+
+    def _run(self) -> None:
+        con = None
+        try:
+            con = sqlite3.connect(self.path, check_same_thread=False)
+            con.execute(_SCHEMA)
+            con.execute(_META)
+            batches = self._batches()
+            first: list[list[Document]] = []
+            for batch in batches:
+                first.append(batch)
+                if len(first) * BATCH >= SAMPLE_DOCS:
+                    break
+            dictionary = _dictionary([doc for batch in first for doc in batch][:SAMPLE_DOCS])
+            con.executemany("INSERT INTO meta VALUES (?, ?)", [("compression", COMPRESSION),
+                                                                ("dictionary", dictionary)])
+            compress, extra, docno = _batch_compressor(_compressor(dictionary)), False, 0
+            for batch in itertools.chain(first, batches):
+                extra = _store(con, docno, batch, compress, extra)
+                docno += len(batch)
+            if self._ended:
+                con.commit()
+                con.close()
+                self._checksum = checksum_file(self.path)
+        except sqlite3.OperationalError as e:  # the system refused a write: an OSError, as numpy's would be
+            self._error = _refused(e, self.path)
+        except BaseException as e:  # raised in the caller's thread (passing, finish)
+            self._error = e
+        finally:
+            if con is not None:
+                con.close()
+            while not (self._stopped or self._ended):  # what the caller still hands over, until its end
+                self._ended = self._queue.get() is None
 
 
-def _insert(con: sqlite3.Connection, rows: list[tuple[int, str, bytes]]) -> None:
-    """Insert a batch of (docno, id, packed) rows and empty the list; InputError naming the first
-    document whose id is already stored."""
-    try:
-        con.executemany("INSERT INTO docs VALUES (?, ?, ?)", rows)
-    except sqlite3.IntegrityError:
-        docno, doc_id, _ = rows[con.execute("SELECT COUNT(*) FROM docs").fetchone()[0] - rows[0][0]]
-        raise InputError(f"duplicate document id {doc_id!r} (document {docno + 1} "
-                         "of the collection); doc ids must be unique") from None
-    rows.clear()
+def _batch_compressor(compressor: zstandard.ZstdCompressor) -> Callable[[list[bytes]], list[Any]]:
+    """compressor.compress of each of a list of inputs, in one call where the backend has one (the
+    same frames; the C backend's multi_compress_to_buffer, which holds no GIL while it runs)."""
+    def compress_all(data: list[bytes]) -> list[Any]:
+        try:
+            return list(compressor.multi_compress_to_buffer(data, threads=1))
+        except (AttributeError, NotImplementedError):
+            return list(map(compressor.compress, data))
+    return compress_all
+
+
+def _store(con: sqlite3.Connection, docno: int, batch: list[Document],
+           compress: Callable[[list[bytes]], list[Any]], extra: bool) -> bool:
+    """Insert a batch of documents (the first numbered `docno`) and their `extra` rows, in the order
+    a loop inserting each BATCH of rows once it is full, and each document's extra row right after it,
+    takes (the same file); returns whether the extra table exists now."""
+    if not batch:
+        return extra
+    rows = list(zip(range(docno, docno + len(batch)), (doc.id for doc in batch),
+                    compress([_pack(doc) for doc in batch])))
+    extras = [(docno + i, doc) for i, doc in enumerate(batch) if doc.fields or doc.metadata]
+    full = len(batch) == BATCH  # inserted when its last document came, before that one's extra row
+    before = [e for e in extras if not full or e[0] < rows[-1][0]]
+    extra = _insert_extras(con, before, extra)
+    _insert(con, rows)
+    return _insert_extras(con, extras[len(before):], extra)
+
+
+def _insert_extras(con: sqlite3.Connection, extras: list[tuple[int, Document]], extra: bool) -> bool:
+    """Insert the extra rows (docno, document), creating the table first if `extra` is False;
+    whether the table exists now."""
+    for docno, doc in extras:
+        if not extra:
+            con.execute(_EXTRA_SCHEMA)
+            extra = True
+        con.execute("INSERT INTO extra VALUES (?, ?, ?)", (docno, _json(doc.fields), _json(doc.metadata)))
+    return extra
+
+
+def _insert(con: sqlite3.Connection, rows: list[tuple[int, str, Any]]) -> None:
+    """Insert (docno, id, packed) rows, INSERT_ROWS a statement (what executemany inserts, with one
+    statement, and one release of the GIL, for many rows); InputError naming the first document
+    whose id is already stored."""
+    for start in range(0, len(rows), INSERT_ROWS):
+        part = rows[start:start + INSERT_ROWS]
+        try:
+            con.execute(_INSERT.format(",".join(["(?, ?, ?)"] * len(part))),
+                        [value for row in part for value in row])
+        except sqlite3.IntegrityError:  # the statement inserted none of its rows: find the first repeat
+            seen: set[str] = set()
+            for docno, doc_id, _ in part:
+                if doc_id in seen or con.execute("SELECT 1 FROM docs WHERE id = ?", (doc_id,)).fetchone():
+                    raise InputError(f"duplicate document id {doc_id!r} (document {docno + 1} "
+                                     "of the collection); doc ids must be unique") from None
+                seen.add(doc_id)
+            raise
 
 
 def _refused(error: sqlite3.OperationalError, path: Path) -> OSError:

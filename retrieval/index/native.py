@@ -30,7 +30,7 @@ from retrieval import storage
 from retrieval.analysis import Analyzer, available_cpus
 from retrieval.errors import InputError
 from retrieval.index.docstore import FILENAME as DOCSTORE_FILE
-from retrieval.index.docstore import DocStore, write_docstore
+from retrieval.index.docstore import DocStore, DocStoreWriter
 from retrieval.index.impacts import BM25Model, write_impacts
 from retrieval.index.postings import InvertedIndex, InvertedIndexBuilder, pack_files
 from retrieval.ownership import is_index_dir
@@ -54,6 +54,8 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
     """Build doc store + inverted index at `path` atomically; returns the manifest.
 
     An existing index at `path` is replaced only once the new one is complete.
+    The documents are analysed in this thread and stored beside it by a doc-store thread
+    (docstore.DocStoreWriter), as tantivy's writer compresses its doc store in a thread of its own.
     `workers` > 1 builds in that many processes (same index): this one reads the documents, stores
     them and writes the postings, the `workers` - 1 others tokenize and analyse the texts, each
     through the compiled token tables with a vocabulary of its own mapped to the index's
@@ -68,13 +70,13 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
     analyzer = analyzer or Analyzer()
     path = Path(path)
     fields = check_field_names(fields)
-    with storage.atomic_directory(path, is_index_dir, force) as tmp:
+    with storage.atomic_directory(path, is_index_dir, force) as tmp, \
+            DocStoreWriter(tmp / DOCSTORE_FILE) as store:
         builder, doc_ids = InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR, term_of=analyzer.analyse_token,
                                                 terms_of=analyzer.analyse_tokens), []
         per_field = {f: InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR / f"{FIELD_PART}{f}",
                                              term_of=analyzer.analyse_token) for f in fields}
-        stored = write_docstore(tmp / DOCSTORE_FILE, documents)
-        batches = _batches(iter(stored), TEXT_BATCH)
+        batches = _batches(store.passing(documents), TEXT_BATCH)  # stored in the doc-store thread
         workers = min(workers, available_cpus())
         if workers > 1:  # tokenized and analysed in workers - 1 processes beside this one
             from retrieval.index.parallel import add_in_workers
@@ -98,6 +100,7 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
         docno_of = np.empty(len(ids), dtype=np.int64)
         docno_of[by_id] = np.arange(len(ids))
         stats = builder.write(tmp / "inverted", docno_of)
+        stored = store.finish()  # the doc store complete, while this thread inverted
         field_stats = {}
         for name, field_builder in per_field.items():
             field_stats[name] = field_builder.write(tmp / f"{FIELD_PART}{name}", docno_of)
@@ -113,7 +116,7 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
             "source": source,
             "analyzer": analyzer.settings,
             "stats": stats,
-            "files": {name: storage.checksum_file(tmp / name) for name in (DOCSTORE_FILE, DOCIDS_FILE)},
+            "files": {DOCSTORE_FILE: stored, DOCIDS_FILE: storage.checksum_file(tmp / DOCIDS_FILE)},
             "parts": {"inverted": {"built": storage.now(), "stats": stats,
                                    "files": storage.checksum_tree(tmp / "inverted", "inverted/")}},
         }

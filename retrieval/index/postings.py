@@ -299,34 +299,52 @@ class InvertedIndexBuilder:
             self.add_tokens(tokens(text))
 
     def add_texts(self, texts: list[str], tokens: Callable[[str], list[str]]) -> None:
-        """`add_text` of each text in turn; consecutive ASCII texts tokenized and looked up together
-        (AsciiTokenTable.entries_of_texts: one compiled pass for them all), and the tokens new to the
-        tables analysed together once every text is looked up (`resolve`: one call of the analyzer
-        for the batch, not one a text)."""
-        added: list[tuple[AsciiTokenTable | None, Any, list[int]]] = []  # (table, entries, counts)
-        i = 0
-        while i < len(texts):
-            j = i
-            while j < len(texts) and texts[j].isascii():
-                j += 1
-            if j - i > 1 and (found := self.ascii.entries_of_texts(texts[i:j])) is not None:
-                added.append((self.ascii, *found))
-                i = j
+        """`add_text` of each text in turn: the ASCII texts tokenized and looked up together
+        (AsciiTokenTable.entries_of_texts: one compiled pass for them all), then the others
+        (UnicodeTokenTable.entries_of_texts), the tokens new to the tables analysed together once
+        every text is looked up (`resolve`: one call of the analyzer for the batch, not one a text),
+        and the term ids put back in the texts' order. A group the tables cannot take whole (a long
+        token, a lone surrogate) goes a text at a time, and a text they cannot take (`entries`
+        gives None) through `tokens`. The order tokens are numbered in is not the order of the
+        texts; the index does not depend on it (`write` sorts the vocabulary)."""
+        ascii_at = [n for n, text in enumerate(texts) if text.isascii()]
+        other_at = [n for n, text in enumerate(texts) if not text.isascii()] if len(ascii_at) < len(texts) \
+            else []
+        found: list[tuple[Any, list[int], list[int]]] = []  # (ids or (table, entries), text numbers, counts)
+        for at, table in ((ascii_at, self.ascii), (other_at, self.unicode)):
+            if not at:
                 continue
-            for text in texts[i:max(j, i + 1)]:
-                table = self.ascii if text.isascii() else self.unicode
-                if (entries := table.entries(text)) is not None:
-                    added.append((table, entries, [len(entries)]))
-                else:  # the tokenizer's tokens, numbered now (ids as bytes)
-                    found_tokens = tokens(text)
-                    ids = array("i", map(self.token_ids.__getitem__, found_tokens))
-                    added.append((None, ids.tobytes(), [len(found_tokens)]))
-            i = max(j, i + 1)
+            group = table.entries_of_texts([texts[n] for n in at])
+            if group is None:  # a text at a time
+                for n in at:
+                    if (entries := table.entries(texts[n])) is not None:
+                        found.append(((table, entries), [n], [len(entries)]))
+                    else:
+                        found.append(self._tokenized(texts[n], tokens, n))
+                continue
+            entries, counts, left = group
+            found.append(((table, entries), at, counts))
+            found.extend(self._tokenized(texts[at[k]], tokens, at[k]) for k in left)
         self.ascii.resolve()
         self.unicode.resolve()
-        for table, entries, counts in added:
-            self._tokens.frombytes(entries if table is None else table.term[entries].tobytes())
-            self._added(*counts)
+        ids, starts, counts, offset = [], np.zeros(len(texts), np.int64), np.zeros(len(texts), np.int64), 0
+        for part, at, numbers in found:  # where each text's ids are in the parts, one after another
+            ids.append(part if isinstance(part, np.ndarray) else part[0].term[part[1]])
+            at, numbers = np.asarray(at), np.asarray(numbers, np.int64)
+            has = numbers > 0  # a text a group left is 0 there and has its own part
+            starts[at[has]] = (offset + np.cumsum(numbers) - numbers)[has]
+            counts[at[has]] = numbers[has]
+            offset += int(numbers.sum())
+        order = np.arange(offset) + np.repeat(starts - (np.cumsum(counts) - counts), counts)
+        if offset:
+            self._tokens.frombytes(np.concatenate(ids)[order].astype(np.int32, copy=False).tobytes())
+        self._added(*counts.tolist())
+
+    def _tokenized(self, text: str, tokens: Callable[[str], list[str]],
+                   n: int) -> tuple[np.ndarray, list[int], list[int]]:
+        """A part of add_texts: the term ids of text number `n` through the tokenizer (numbered now)."""
+        ids = np.array(list(map(self.token_ids.__getitem__, tokens(text))), np.int32)
+        return ids, [n], [len(ids)]
 
     def add_ids(self, ids: np.ndarray, counts: np.ndarray) -> None:
         """Add documents as the term ids of their tokens (int32, -1 for a token without a term; ids of

@@ -7,8 +7,9 @@ exhaustive_top_k scores every posting, term at a time within windows of
 WINDOW documents (the accumulators stay in the CPU's first-level cache),
 and selects the top k through a heap; exhaustive_top_k_kept scores the same
 way and selects through a buffer, used from k = LARGE_K on, where it is
-mostly faster (exhaustive_batch picks); maxscore_top_k is document-at-a-time
-MaxScore. All are exact by
+mostly faster (exhaustive_batch picks); skipping_top_k is exhaustive_top_k
+passing windows that cannot hold a hit (bounds from window_maxima);
+maxscore_top_k is document-at-a-time MaxScore. All are exact by
 construction, not by tolerance. For MaxScore:
 
 - a document that is scored at all gets the score the exhaustive searcher
@@ -45,6 +46,8 @@ WINDOW = 1024  # documents per window of exhaustive_top_k: 8 KiB of scores, with
 LARGE_K = 100  # from this k on, exhaustive scoring keeps candidates in a buffer, not a heap: below it the
 # heap is as fast or faster on CACM and SciFact (eval/bench_topk.py times both, results/topk.md)
 CHUNK = 64  # slots whose largest score exhaustive_top_k_kept tests before it looks at each
+SPARSE = 4  # exhaustive_top_k_kept zeroes and scans a window with fewer postings than 1/SPARSE of its span
+# of slots by walking its postings again rather than by sweeping the span (short lists: title queries)
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -283,18 +286,36 @@ def _window_start(docnos, cursor, end):
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _add_window(window_scores, docnos, codes, table, base, cursor, end, weights, start, stop):
+def _add_window(window_scores, docnos, codes, table, base, cursor, end, weights, start, stop, before):
     """Add every list's postings below stop, in query order (each sum is then the exhaustive one, bit
-    for bit); returns (slots [0, span) touched, the largest sum written)."""
+    for bit), noting where each list's postings in the window begin in `before`; returns (slots
+    [0, span) touched, the largest sum written, the number of postings added)."""
     span = 0
     top = 0.0
+    added = 0
     for i in range(len(cursor)):
         first = cursor[i]
+        before[i] = first
         cursor[i], top = _add_postings(window_scores, docnos, codes, table, base[i], first, end[i], start,
                                        stop, weights[i], top)
         if cursor[i] > first:
             span = max(span, docnos[cursor[i] - 1] - start + 1)
-    return span, top
+            added += cursor[i] - first
+    return span, top, added
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _sparse(added, span):
+    """Whether a window's postings are few enough for walking them to beat sweeping its span of slots."""
+    return added * SPARSE < span
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _zero_walk(window_scores, docnos, before, cursor, start):
+    """Zero the slots the window's postings (before[i] to cursor[i] of each list) touched."""
+    for i in range(len(cursor)):
+        for p in range(before[i], cursor[i]):
+            window_scores[docnos[p] - start] = 0.0
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -358,6 +379,7 @@ def exhaustive_top_k(indptr, docnos, codes, table, bases, terms, weights, k, win
         return 0
     window = len(window_scores)
     cursor, end, base = _cursors(indptr, bases, terms)
+    before = np.empty(len(terms), np.int64)
     heap_scores = np.empty(k)
     heap_docs = np.empty(k, np.int64)
     size = 0
@@ -368,8 +390,8 @@ def exhaustive_top_k(indptr, docnos, codes, table, bases, terms, weights, k, win
             break
         stop = start + window
         if threshold > 0.0:  # add only, then look for a slot that can enter
-            span, top = _add_window(window_scores, docnos, codes, table, base, cursor, end, weights, start,
-                                    stop)
+            span, top, _ = _add_window(window_scores, docnos, codes, table, base, cursor, end, weights, start,
+                                       stop, before)
             if top >= threshold:
                 _scan_window(window_scores, span, start, heap_scores, heap_docs, k, allow)
                 threshold = heap_scores[0]
@@ -438,6 +460,21 @@ def _keep_above(window_scores, span, start, threshold, threshold_bits, kept_scor
     return count
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _keep_walk(window_scores, docnos, before, cursor, start, threshold, kept_scores, kept_docs, count, allow):
+    """_keep_above over the slots the window's postings touched, zeroing each (a slot met again holds
+    0.0, not above the threshold, which is >= 0 here); returns the new count."""
+    for i in range(len(cursor)):
+        for p in range(before[i], cursor[i]):
+            slot = docnos[p] - start
+            score = window_scores[slot]
+            window_scores[slot] = 0.0
+            kept_scores[count] = score
+            kept_docs[count] = start + slot
+            count += score > threshold and _allowed(allow, start + slot)
+    return count
+
+
 @njit(nogil=True, cache=True)
 def _ranked(kept_scores, kept_docs, count, out_docs, out_scores):
     """kept_*[:count] into out_*, score descending, docno ascending."""
@@ -468,6 +505,7 @@ def exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms, weights, k
         return 0
     window = len(window_scores)
     cursor, end, base = _cursors(indptr, bases, terms)
+    before = np.empty(len(terms), np.int64)
     count = 0
     threshold = -1.0  # below 0 until the buffer first fills: every document touched is kept
     threshold_bits = np.int64(0)
@@ -477,12 +515,19 @@ def exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms, weights, k
             break
         stop = start + window
         if threshold >= 0.0:
-            span, top = _add_window(window_scores, docnos, codes, table, base, cursor, end, weights, start,
-                                    stop)
-            if top > threshold:
-                count = _keep_above(window_scores, span, start, threshold, threshold_bits, kept_scores,
-                                    kept_docs, count, allow)
-            window_scores[:span] = 0.0
+            span, top, added = _add_window(window_scores, docnos, codes, table, base, cursor, end, weights,
+                                           start, stop, before)
+            if _sparse(added, span):
+                if top > threshold:
+                    count = _keep_walk(window_scores, docnos, before, cursor, start, threshold, kept_scores,
+                                       kept_docs, count, allow)
+                else:
+                    _zero_walk(window_scores, docnos, before, cursor, start)
+            else:
+                if top > threshold:
+                    count = _keep_above(window_scores, span, start, threshold, threshold_bits, kept_scores,
+                                        kept_docs, count, allow)
+                window_scores[:span] = 0.0
         else:
             hits = _add_window_listed(window_scores, window_seen, window_slots, docnos, codes, table, base,
                                       cursor, end, weights, start, stop)
@@ -537,3 +582,131 @@ def exhaustive_batch(indptr, docnos, codes, table, bases, query_ptr, terms, weig
         out_counts[q] = exhaustive_query(indptr, docnos, codes, table, bases, terms[a:b], weights[a:b], k,
                                          large_k, window_scores, window_seen, window_slots, kept_scores,
                                          kept_docs, out_docs[q], out_scores[q], allow)
+
+
+@njit(nogil=True, cache=True)
+def window_maxima(indptr, docnos, codes, window, num_docs, shortest, like):
+    """Each long list's largest impact code + 1 in every window of `window` documents (docno // window),
+    0 where the list has no posting: (where term t's row starts, -1 for a list under `shortest`
+    postings; the rows, in like's dtype, wide enough for the largest code + 1). Codes rise with impacts
+    (codebook.py), so a row bounds the list's impacts window by window."""
+    windows = (num_docs + window - 1) // window
+    row = np.full(len(indptr) - 1, -1, np.int64)
+    rows = 0
+    for t in range(len(indptr) - 1):
+        if indptr[t + 1] - indptr[t] >= shortest:
+            row[t] = rows * windows
+            rows += 1
+    out = np.zeros(rows * windows, like.dtype)
+    for t in range(len(indptr) - 1):
+        if row[t] >= 0:
+            r = row[t]
+            for p in range(indptr[t], indptr[t + 1]):
+                w = r + docnos[p] // window
+                out[w] = max(out[w], codes[p] + 1)
+    return row, out
+
+
+@njit(nogil=True, cache=True)
+def skipping_top_k(indptr, docnos, codes, table, bases, row, row_codes, terms, weights, k, window_scores,
+                   window_seen, window_slots, out_docs, out_scores, allow=None):
+    """exhaustive_top_k (the same sums, heap and result) passing the windows that cannot hold a hit.
+
+    Windows are aligned to multiples of len(window_scores) (the window of
+    `row_codes`, window_maxima's). Until the heap holds k hits above 0, every
+    window with a posting is scored as exhaustive_top_k does. From then on
+    windows are taken in turn, and one whose bound -- the sum over the lists
+    with a posting in it of weight * the list's largest impact there (from
+    its row of window maxima for a long list; its largest overall for a short
+    one, whose cursor says whether it has a posting there) -- is <= the k-th
+    score, inflated by BOUND_SLACK against rounding, is passed without
+    reading a long list's postings: windows come in docno order, so a later
+    document with a score equal to the k-th loses the tie. A window that may
+    hold a hit has every list's postings added in query order (the
+    exhaustive sums, bit for bit), the long lists' cursors first sought to it.
+    """
+    m = len(terms)
+    if m == 0 or k <= 0:
+        return 0
+    window = len(window_scores)
+    cursor, end, base = _cursors(indptr, bases, terms)
+    before = np.empty(m, np.int64)
+    rows = np.empty(m, np.int64)
+    bound = np.empty(m)  # a short list's largest impact, weighted (the last of its run of the table)
+    last = 0  # one past the last window holding a posting of any list
+    for i in range(m):
+        rows[i] = row[terms[i]]
+        run_end = bases[terms[i] + 1]
+        bound[i] = weights[i] * table[run_end - 1] if run_end > base[i] else 0.0  # runs ascend
+        if end[i] > cursor[i]:
+            last = max(last, docnos[end[i] - 1] // window + 1)
+    heap_scores = np.empty(k)
+    heap_docs = np.empty(k, np.int64)
+    size = 0
+    threshold = -np.inf
+    w = 0  # the next window
+    while threshold <= 0.0:  # the heap is filling: every document touched is offered
+        lowest = _window_start(docnos, cursor, end)
+        if lowest < 0:
+            return _drain(heap_scores, heap_docs, size, out_docs, out_scores)
+        w = lowest // window
+        start = w * window
+        hits = _add_window_listed(window_scores, window_seen, window_slots, docnos, codes, table, base,
+                                  cursor, end, weights, start, start + window)
+        w += 1
+        for h in range(hits):
+            slot = window_slots[h]
+            score = window_scores[slot]
+            window_scores[slot] = 0.0
+            window_seen[slot] = 0
+            if score >= threshold and _allowed(allow, start + slot):
+                size = _offer(heap_scores, heap_docs, size, k, score, start + slot)
+                if size == k:
+                    threshold = heap_scores[0]
+    while w < last:
+        start = w * window
+        stop = start + window
+        ceiling = 0.0
+        for i in range(m):
+            if rows[i] >= 0:
+                code = row_codes[rows[i] + w]
+                if code > 0:
+                    ceiling += weights[i] * table[base[i] + code - 1]
+            else:
+                p = cursor[i]
+                while p < end[i] and docnos[p] < start:  # a short list: passed windows' postings
+                    p += 1
+                cursor[i] = p
+                if p < end[i] and docnos[p] < stop:
+                    ceiling += bound[i]
+        w += 1
+        if ceiling * BOUND_SLACK <= threshold:
+            continue
+        for i in range(m):
+            if rows[i] >= 0:
+                cursor[i] = _seek(docnos, cursor[i], end[i], start)
+        span, top, _ = _add_window(window_scores, docnos, codes, table, base, cursor, end, weights, start,
+                                   stop, before)
+        if top >= threshold:
+            _scan_window(window_scores, span, start, heap_scores, heap_docs, k, allow)
+            threshold = heap_scores[0]
+        else:
+            window_scores[:span] = 0.0
+    return _drain(heap_scores, heap_docs, size, out_docs, out_scores)
+
+
+@njit(nogil=True, cache=True)
+def skipping_batch(indptr, docnos, codes, table, bases, row, row_codes, query_ptr, terms, weights, skip, k,
+                   window, large_k, out_docs, out_scores, out_counts, allow=None):
+    """exhaustive_batch, query q through skipping_top_k where skip[q] (and k < large_k)."""
+    window_scores, window_seen, window_slots, kept_scores, kept_docs = exhaustive_scratch(k, window, large_k)
+    for q in range(len(query_ptr) - 1):
+        a, b = query_ptr[q], query_ptr[q + 1]
+        if skip[q] and k < large_k:
+            out_counts[q] = skipping_top_k(indptr, docnos, codes, table, bases, row, row_codes, terms[a:b],
+                                           weights[a:b], k, window_scores, window_seen, window_slots,
+                                           out_docs[q], out_scores[q], allow)
+        else:
+            out_counts[q] = exhaustive_query(indptr, docnos, codes, table, bases, terms[a:b], weights[a:b], k,
+                                             large_k, window_scores, window_seen, window_slots, kept_scores,
+                                             kept_docs, out_docs[q], out_scores[q], allow)

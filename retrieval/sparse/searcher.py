@@ -28,14 +28,19 @@ from retrieval.index.postings import InvertedIndex, term_ranges
 from retrieval.sparse import block_kernels, kernels, selective
 
 WeightedQuery = list[tuple[int, float]]  # (term id, weight)
-METHODS = ("auto", "maxscore", "exhaustive", "blocks", "blockmax")
-# "exhaustive" (and "auto") scores every posting with kernels.exhaustive_batch over flat arrays: a packed
+SKIP_TERMS = 8  # "skipping" skips windows (kernels.skipping_top_k) for a query of at most this many terms
+# and k < LARGE_K, and scores the others exhaustively: chosen on validation queries sharing nothing with
+# eval/bench_real.py's (docs/design/index-format.md, "Searching")
+METHODS = ("auto", "maxscore", "exhaustive", "skipping", "blocks", "blockmax")
+# "exhaustive" scores every posting with kernels.exhaustive_batch over flat arrays: a packed
 # index's docnos and impact codes are decoded into memory once (6 bytes a posting, as the flat layout's
 # memory maps held), because scoring straight from the blocks was 1.2-1.7x slower on the Wikipedia
 # passages (eval/bench_real.py times both). "blocks" scores from the packed memory maps
 # (block_kernels, nothing decoded ahead: compact in memory too); "blockmax" does so skipping windows
 # whose block maxima cannot reach the k-th score (with an allow mask, both search as "exhaustive").
-# MaxScore (document at a time over the flat arrays) stays selectable, exact and tested. Every method
+# MaxScore (document at a time over the flat arrays) stays selectable, exact and tested. "skipping" (what
+# "auto" takes below LARGE_K) scores the same arrays, passing windows of documents that cannot reach the top
+# k (kernels.skipping_top_k, with each long list's largest impact per window, window_rows). Every method
 # gives the same top k, scores and tie order.
 
 
@@ -123,8 +128,10 @@ class ImpactSearcher:
                     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """Top k of every query, batched; identical to calling `search` on each, whatever the method.
 
-        "exhaustive": score every posting (compiled); "maxscore": the compiled
-        MaxScore kernel; "auto": the one measured faster (auto_method). With a
+        "exhaustive": score every posting (compiled); "skipping": pass the windows
+        that cannot hold a hit (queries of at most SKIP_TERMS terms, k < LARGE_K);
+        "maxscore": the compiled MaxScore kernel; "auto": the one measured faster
+        (auto_method). With a
         negative weight or impact, one query at a time with `search`. `allow` (uint8 by docno)
         keeps out the documents whose entry is 0, inside the top k (index/filters.py).
         """
@@ -137,8 +144,22 @@ class ImpactSearcher:
         return self._kernel_many(queries, min(k, max(self.index.num_docs, 1)), threads, method, allow)
 
     def auto_method(self, k: int) -> str:
-        """What "auto" searches with for k hits (eval/bench_topk.py and eval/bench_real.py measure it)."""
-        return "exhaustive"
+        """What "auto" searches with for k hits (eval/bench_topk.py and eval/bench_real.py measure it):
+        "skipping" below large_k (window skipping for queries of at most SKIP_TERMS terms), else
+        "exhaustive"."""
+        return "skipping" if k < self.large_k else "exhaustive"
+
+    @cached_property
+    def window_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """kernels.window_maxima of the lists of at least one posting a window on average (2 bytes a
+        posting of those lists at most, 4 with codes past 65,535), computed when a skipping search first
+        needs them."""
+        index, windows = self.index, -(-self.index.num_docs // kernels.WINDOW)
+        runs = np.diff(self.impacts.bases)
+        like = np.empty(0, np.uint16 if len(runs) == 0 or runs.max() < 1 << 16 else np.uint32)  # code + 1
+        return kernels.window_maxima(np.asarray(index.indptr), np.asarray(index.docnos),
+                                     np.asarray(self.impacts.codes), kernels.WINDOW, index.num_docs,
+                                     max(1, windows), like)
 
     @cached_property
     def code_blocks(self) -> CodeBlocks:
@@ -161,6 +182,9 @@ class ImpactSearcher:
         maxima = kernels.readonly(np.asarray(self.max_impacts)) if method == "maxscore" else None
         allowed = None if allow is None else kernels.readonly(np.ascontiguousarray(allow, dtype=np.uint8))
         passing = None if allow is None else kernels.readonly(np.flatnonzero(allowed).astype(np.int64))
+        skipping = None
+        if method == "skipping" and allow is None and k < self.large_k:
+            skipping = [kernels.readonly(a) for a in self.window_rows]
 
         def kernel(query: tuple, out: tuple) -> None:
             """query: (query_ptr, terms, weights, k); out: (docs, scores, counts), filled in place."""
@@ -169,6 +193,10 @@ class ImpactSearcher:
             elif allowed is not None:  # the passing documents alone when few pass (selective.py)
                 selective.filtered_batch(*postings, *query, kernels.WINDOW, self.large_k, allowed, passing,
                                          selective.SEEK_COST, *out)
+            elif skipping is not None:
+                skip = np.diff(query[0]) <= SKIP_TERMS
+                kernels.skipping_batch(*postings, *skipping, *query[:3], skip, query[3], kernels.WINDOW,
+                                       self.large_k, *out, allowed)
             else:
                 kernels.exhaustive_batch(*postings, *query, kernels.WINDOW, self.large_k, *out, allowed)
         return self._batched(queries, k, threads, kernel)
