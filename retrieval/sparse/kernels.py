@@ -336,6 +336,23 @@ def _add_window_listed(window_scores, window_seen, window_slots, docnos, codes, 
     return hits
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _offer_listed(window_scores, window_seen, window_slots, hits, start, threshold, heap_scores, heap_docs,
+                  size, k, allow):
+    """Offer the window's `hits` listed documents (window_slots) to the heap, clearing their slots;
+    the heap's (size, threshold) after."""
+    for h in range(hits):
+        slot = window_slots[h]
+        score = window_scores[slot]
+        window_scores[slot] = 0.0
+        window_seen[slot] = 0
+        if score >= threshold and _allowed(allow, start + slot):
+            size = _offer(heap_scores, heap_docs, size, k, score, start + slot)
+            if size == k:
+                threshold = heap_scores[0]
+    return size, threshold
+
+
 @njit(nogil=True, cache=True)
 def _scan_window(window_scores, span, start, heap_scores, heap_docs, k, allow):
     """Offer the full heap every slot of window_scores[:span] at or above its k-th score (that the
@@ -400,15 +417,8 @@ def exhaustive_top_k(indptr, docnos, codes, table, bases, terms, weights, k, win
             continue
         hits = _add_window_listed(window_scores, window_seen, window_slots, docnos, codes, table, base,
                                   cursor, end, weights, start, stop)
-        for h in range(hits):
-            slot = window_slots[h]
-            score = window_scores[slot]
-            window_scores[slot] = 0.0
-            window_seen[slot] = 0
-            if score >= threshold and _allowed(allow, start + slot):
-                size = _offer(heap_scores, heap_docs, size, k, score, start + slot)
-                if size == k:
-                    threshold = heap_scores[0]
+        size, threshold = _offer_listed(window_scores, window_seen, window_slots, hits, start, threshold,
+                                        heap_scores, heap_docs, size, k, allow)
     return _drain(heap_scores, heap_docs, size, out_docs, out_scores)
 
 
@@ -654,15 +664,8 @@ def skipping_top_k(indptr, docnos, codes, table, bases, row, row_codes, terms, w
         hits = _add_window_listed(window_scores, window_seen, window_slots, docnos, codes, table, base,
                                   cursor, end, weights, start, start + window)
         w += 1
-        for h in range(hits):
-            slot = window_slots[h]
-            score = window_scores[slot]
-            window_scores[slot] = 0.0
-            window_seen[slot] = 0
-            if score >= threshold and _allowed(allow, start + slot):
-                size = _offer(heap_scores, heap_docs, size, k, score, start + slot)
-                if size == k:
-                    threshold = heap_scores[0]
+        size, threshold = _offer_listed(window_scores, window_seen, window_slots, hits, start, threshold,
+                                        heap_scores, heap_docs, size, k, allow)
     while w < last:
         start = w * window
         stop = start + window
