@@ -185,6 +185,11 @@ def _stand_ins(codes, table, view):
     return missing, full
 
 
+def _text_ends(texts: list[str]) -> np.ndarray:
+    """Where each text ends in `texts` joined by "\n": the offset of the "\n" after it (int64)."""
+    return np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)) + 1) - 1
+
+
 class AsciiTokenTable:
     """Token bytes -> entry, entry -> term id (-1 for none: a stopword), for ASCII texts."""
 
@@ -257,8 +262,7 @@ class AsciiTokenTable:
 
     def _counts(self, texts: list[str], tokens: int) -> list[int]:
         """Each text's number of the `tokens` just found in `texts` joined by "\n"."""
-        ends = np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)) + 1) - 1  # each "\n"
-        before = np.searchsorted(self._starts[:tokens], ends)  # tokens up to each text's end
+        before = np.searchsorted(self._starts[:tokens], _text_ends(texts))  # tokens up to each text's end
         return np.diff(before, prepend=0).tolist()
 
     def _ids(self, entries: np.ndarray | None) -> bytes | None:
@@ -341,7 +345,7 @@ class UnicodeTokenTable(AsciiTokenTable):
             missing, full = _stand_ins(codes, self.stand_ins, view)
         left: list[int] = []
         if full:  # blank the texts that need the full grammar (no token is found there)
-            ends = np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)) + 1) - 1
+            ends = _text_ends(texts)
             left = np.unique(np.searchsorted(ends, np.flatnonzero(view == 0))).tolist()
             for k in left:
                 view[ends[k] - len(texts[k]):ends[k]] = 32

@@ -307,9 +307,10 @@ class InvertedIndexBuilder:
         token, a lone surrogate) goes a text at a time, and a text they cannot take (`entries`
         gives None) through `tokens`. The order tokens are numbered in is not the order of the
         texts; the index does not depend on it (`write` sorts the vocabulary)."""
-        ascii_at = [n for n, text in enumerate(texts) if text.isascii()]
-        other_at = [n for n, text in enumerate(texts) if not text.isascii()] if len(ascii_at) < len(texts) \
-            else []
+        ascii_at: list[int] = []
+        other_at: list[int] = []
+        for n, text in enumerate(texts):
+            (ascii_at if text.isascii() else other_at).append(n)
         found: list[tuple[Any, list[int], list[int]]] = []  # (ids or (table, entries), text numbers, counts)
         for at, table in ((ascii_at, self.ascii), (other_at, self.unicode)):
             if not at:

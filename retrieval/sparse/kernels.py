@@ -377,6 +377,20 @@ def _cursors(indptr, bases, terms):
     return cursor, end, base
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _add_and_scan(window_scores, docnos, codes, table, base, cursor, end, weights, start, stop, before,
+                  threshold, heap_scores, heap_docs, k, allow):
+    """With the heap full: add the window's postings (_add_window), offer its slots to the heap only if
+    its largest sum can enter, and zero them; returns the heap's threshold after."""
+    span, top, _ = _add_window(window_scores, docnos, codes, table, base, cursor, end, weights, start, stop,
+                               before)
+    if top >= threshold:
+        _scan_window(window_scores, span, start, heap_scores, heap_docs, k, allow)
+        return heap_scores[0]
+    window_scores[:span] = 0.0
+    return threshold
+
+
 @njit(nogil=True, cache=True)
 def exhaustive_top_k(indptr, docnos, codes, table, bases, terms, weights, k, window_scores, window_seen,
                      window_slots, out_docs, out_scores, allow=None):
@@ -407,13 +421,8 @@ def exhaustive_top_k(indptr, docnos, codes, table, bases, terms, weights, k, win
             break
         stop = start + window
         if threshold > 0.0:  # add only, then look for a slot that can enter
-            span, top, _ = _add_window(window_scores, docnos, codes, table, base, cursor, end, weights, start,
-                                       stop, before)
-            if top >= threshold:
-                _scan_window(window_scores, span, start, heap_scores, heap_docs, k, allow)
-                threshold = heap_scores[0]
-            else:
-                window_scores[:span] = 0.0
+            threshold = _add_and_scan(window_scores, docnos, codes, table, base, cursor, end, weights, start,
+                                      stop, before, threshold, heap_scores, heap_docs, k, allow)
             continue
         hits = _add_window_listed(window_scores, window_seen, window_slots, docnos, codes, table, base,
                                   cursor, end, weights, start, stop)
@@ -688,13 +697,8 @@ def skipping_top_k(indptr, docnos, codes, table, bases, row, row_codes, terms, w
         for i in range(m):
             if rows[i] >= 0:
                 cursor[i] = _seek(docnos, cursor[i], end[i], start)
-        span, top, _ = _add_window(window_scores, docnos, codes, table, base, cursor, end, weights, start,
-                                   stop, before)
-        if top >= threshold:
-            _scan_window(window_scores, span, start, heap_scores, heap_docs, k, allow)
-            threshold = heap_scores[0]
-        else:
-            window_scores[:span] = 0.0
+        threshold = _add_and_scan(window_scores, docnos, codes, table, base, cursor, end, weights, start,
+                                  stop, before, threshold, heap_scores, heap_docs, k, allow)
     return _drain(heap_scores, heap_docs, size, out_docs, out_scores)
 
 
