@@ -158,6 +158,16 @@ def _lookup(text, starts, ends, count, slots, key_start, arena, state, out):
 
 
 @njit(nogil=True, cache=True)
+def _find(view, data, longest, starts, ends, slots, key_start, arena, state, out):
+    """_tokens of `view` then _lookup of their units in `data`, in one call (one release of the GIL):
+    the number of tokens, or -1 when one is longer than `longest`."""
+    count = _tokens(view, longest, starts, ends)
+    if count >= 0:
+        _lookup(data, starts, ends, count, slots, key_start, arena, state, out)
+    return count
+
+
+@njit(nogil=True, cache=True)
 def _rehash(old, slots):
     """The filled slots of `old` moved into the larger, empty `slots`."""
     mask = len(slots) - 1
@@ -221,9 +231,7 @@ class AsciiTokenTable:
             n = max(size + 1, 2 * len(self._starts))
             self._starts, self._ends, self._out = (np.zeros(n, np.int64) for _ in range(3))
         if len(self.key_start) < entries + size + 2:
-            n = max(entries + size + 2, 2 * len(self.key_start))
-            self.key_start = np.resize(self.key_start, n)
-            self.term = np.resize(self.term, n)
+            self.key_start = np.resize(self.key_start, max(entries + size + 2, 2 * len(self.key_start)))
         if len(self.arena) < used + size:
             self.arena = np.resize(self.arena, max(used + size, 2 * len(self.arena)))
         if len(self.slots) < 2 * (entries + size):
@@ -277,20 +285,26 @@ class AsciiTokenTable:
         `data` (a new token gets the next entry, analysed by `resolve`); None when one is longer
         than `longest`."""
         self._room(len(data))
-        count = _tokens(view, longest, self._starts, self._ends)
-        if count < 0:
-            return None
-        _lookup(data, self._starts, self._ends, count, self.slots, self.key_start, self.arena,
-                self.state, self._out)
-        return self._out[:count].copy()
+        count = _find(view, data, longest, self._starts, self._ends, self.slots, self.key_start,
+                      self.arena, self.state, self._out)
+        return None if count < 0 else self._out[:count].copy()
 
-    def resolve(self) -> None:
-        """Analyse the tokens entered since the last call, all together (`token_ids`, or `term_of`
-        and `vocabulary`), so `term` gives every entry's term id."""
-        before, after = self._resolved, int(self.state[0])
+    def entered(self) -> int:
+        """How many entries the table has (`resolve(upto)` of this many makes `term` cover them)."""
+        return int(self.state[0])
+
+    def resolve(self, upto: int | None = None) -> None:
+        """Analyse the tokens entered since the last call (up to entry `upto`, default all), all
+        together (`token_ids`, or `term_of` and `vocabulary`), so `term` gives their term ids. With
+        `upto`, the table may meanwhile take more texts in another thread (the builder's: this reads
+        only entries already entered, and `term` is grown only here)."""
+        before, after = self._resolved, self.entered() if upto is None else upto
         if after > before:
-            bounds = self.key_start[before:after + 1].tolist()
-            text = self.arena[bounds[0]:bounds[-1]].tobytes().decode(self.encoding)
+            if len(self.term) < after:
+                self.term = np.resize(self.term, max(after, 2 * len(self.term)))
+            key_start, arena = self.key_start, self.arena  # the other thread may replace them (larger copies)
+            bounds = key_start[before:after + 1].tolist()
+            text = arena[bounds[0]:bounds[-1]].tobytes().decode(self.encoding)
             first = bounds[0]
             tokens = [text[a - first:b - first] for a, b in zip(bounds, bounds[1:])]
             if self.token_ids is not None:

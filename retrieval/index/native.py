@@ -17,7 +17,9 @@ from __future__ import annotations
 import itertools
 import re
 import shutil
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
@@ -41,6 +43,8 @@ DOCIDS_FILE = "docids.npy"
 FIELD_PART = "field."  # part field.NAME (its directory too): the inverted part of field NAME
 _FIELD_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 TEXT_BATCH = 256  # texts added at a time (InvertedIndexBuilder.add_texts: one compiled pass for them)
+FOUND_BATCH = 1024  # texts at a time with one process (_add_here: fewer hand-overs between its threads)
+FOUND_AHEAD = 2  # batches the token tables' thread may be ahead (_add_here)
 SPILL_DIR = "spill"  # runs of postings while building (deleted before the index is complete)
 ANY_KIND = ("any kind opens with retrieval.index.kinds.open_index(path), and "
             "retrieval.registry.build(name, index) builds a ranker for it")
@@ -76,8 +80,9 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
                                                 terms_of=analyzer.analyse_tokens), []
         per_field = {f: InvertedIndexBuilder(spill_dir=tmp / SPILL_DIR / f"{FIELD_PART}{f}",
                                              term_of=analyzer.analyse_token) for f in fields}
-        batches = _batches(store.passing(documents), TEXT_BATCH)  # stored in the doc-store thread
         workers = min(workers, available_cpus())
+        batches = _batches(store.passing(documents),  # stored in the doc-store thread
+                           TEXT_BATCH if workers > 1 else FOUND_BATCH)
         if workers > 1:  # tokenized and analysed in workers - 1 processes beside this one
             from retrieval.index.parallel import add_in_workers
 
@@ -136,10 +141,30 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
 def _add_here(builder: InvertedIndexBuilder, batches: Iterator[list[Document]],
               analyzer: Analyzer) -> Iterator[list[Document]]:
     """Add each batch of documents' texts to `builder` in this process (each distinct token analysed
-    and numbered once, no list of terms per text); yields each batch once added."""
-    for batch in batches:
-        builder.add_texts([doc.contents for doc in batch], analyzer.tokens)
-        yield batch
+    and numbered once, no list of terms per text); yields each batch once added. The token tables'
+    pass over a batch (`find_texts`: compiled, the GIL released for most of it) runs in a thread of
+    its own, up to FOUND_AHEAD batches ahead of this one, which reads the documents and analyses
+    the tables' new tokens (`add_found`): the two overlap on two cores."""
+    pending: deque[tuple[list[Document], list[str], Future]] = deque()
+    with ThreadPoolExecutor(1, thread_name_prefix="token tables") as tables:
+        try:
+            for batch in batches:
+                texts = [doc.contents for doc in batch]
+                pending.append((batch, texts, tables.submit(builder.find_texts, texts)))
+                if len(pending) > FOUND_AHEAD:
+                    yield _added(builder, *pending.popleft(), analyzer)
+            while pending:
+                yield _added(builder, *pending.popleft(), analyzer)
+        finally:  # an error here or in the caller: the thread takes no more batches
+            for *_, future in pending:
+                future.cancel()
+
+
+def _added(builder: InvertedIndexBuilder, batch: list[Document], texts: list[str], found: Future,
+           analyzer: Analyzer) -> list[Document]:
+    """`batch` once its texts, found in the tables' thread, are added (its error raised here)."""
+    builder.add_found(texts, found.result(), analyzer.tokens)
+    return batch
 
 
 def _batches(items: Iterator, size: int) -> Iterator[list]:

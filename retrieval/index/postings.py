@@ -20,7 +20,7 @@ from array import array
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -233,6 +233,16 @@ def _sort_terms(indptr, lo, hi, docnos, tfs):
 _RUN_PARTS = ("terms", "docs", "tfs")  # the files of a spilled run
 
 
+class Found(NamedTuple):
+    """What `InvertedIndexBuilder.find_texts` found in a batch of texts: its parts (table, entries,
+    text numbers, tokens per text; table None for a text left to the tokenizer) and how many
+    entries each table had once it was done (what `add_found` resolves)."""
+
+    parts: list[tuple[AsciiTokenTable | None, Any, list[int], list[int]]]
+    ascii_entries: int
+    unicode_entries: int
+
+
 class InvertedIndexBuilder:
     """Accumulates analysed documents, then writes the postings arrays, in bounded memory.
 
@@ -306,31 +316,45 @@ class InvertedIndexBuilder:
         and the term ids put back in the texts' order. A group the tables cannot take whole (a long
         token, a lone surrogate) goes a text at a time, and a text they cannot take (`entries`
         gives None) through `tokens`. The order tokens are numbered in is not the order of the
-        texts; the index does not depend on it (`write` sorts the vocabulary)."""
+        texts; the index does not depend on it (`write` sorts the vocabulary). The two halves,
+        `find_texts` and `add_found`, may run in two threads (native.build_index)."""
+        self.add_found(texts, self.find_texts(texts), tokens)
+
+    def find_texts(self, texts: list[str]) -> Found:
+        """The first half of `add_texts`: the texts' tokens found and looked up in the token tables,
+        nothing analysed (compiled, the GIL released for most of it). It touches only the tables, so
+        it may run in a thread of its own, a batch after another, while `add_found` adds the batches
+        before (which reads only entries already made)."""
         ascii_at: list[int] = []
         other_at: list[int] = []
         for n, text in enumerate(texts):
             (ascii_at if text.isascii() else other_at).append(n)
-        found: list[tuple[Any, list[int], list[int]]] = []  # (ids or (table, entries), text numbers, counts)
+        parts: list[tuple[AsciiTokenTable | None, Any, list[int], list[int]]] = []
         for at, table in ((ascii_at, self.ascii), (other_at, self.unicode)):
             if not at:
                 continue
             group = table.entries_of_texts([texts[n] for n in at])
             if group is None:  # a text at a time
                 for n in at:
-                    if (entries := table.entries(texts[n])) is not None:
-                        found.append(((table, entries), [n], [len(entries)]))
-                    else:
-                        found.append(self._tokenized(texts[n], tokens, n))
+                    entries = table.entries(texts[n])
+                    parts.append((None, None, [n], []) if entries is None else
+                                 (table, entries, [n], [len(entries)]))
                 continue
             entries, counts, left = group
-            found.append(((table, entries), at, counts))
-            found.extend(self._tokenized(texts[at[k]], tokens, at[k]) for k in left)
-        self.ascii.resolve()
-        self.unicode.resolve()
+            parts.append((table, entries, at, counts))
+            parts.extend((None, None, [at[k]], []) for k in left)
+        return Found(parts, self.ascii.entered(), self.unicode.entered())
+
+    def add_found(self, texts: list[str], found: Found, tokens: Callable[[str], list[str]]) -> None:
+        """The second half of `add_texts`: the tables' new tokens up to `found` analysed, the texts
+        they could not take tokenized (`tokens`), and every text's term ids added in order."""
+        self.ascii.resolve(found.ascii_entries)
+        self.unicode.resolve(found.unicode_entries)
         ids, starts, counts, offset = [], np.zeros(len(texts), np.int64), np.zeros(len(texts), np.int64), 0
-        for part, at, numbers in found:  # where each text's ids are in the parts, one after another
-            ids.append(part if isinstance(part, np.ndarray) else part[0].term[part[1]])
+        for table, entries, at, numbers in found.parts:  # where each text's ids are, one part after another
+            if table is None:
+                entries, at, numbers = self._tokenized(texts[at[0]], tokens, at[0])
+            ids.append(entries if table is None else table.term[entries])
             at, numbers = np.asarray(at), np.asarray(numbers, np.int64)
             has = numbers > 0  # a text a group left is 0 there and has its own part
             starts[at[has]] = (offset + np.cumsum(numbers) - numbers)[has]
