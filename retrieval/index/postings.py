@@ -86,13 +86,14 @@ class _TokenIds(dict):
     def ids(self, tokens: list[str]) -> list[int]:
         """The term ids of `tokens` (distinct), those not met before analysed together (`terms_of`)
         and their terms numbered in order, as looking each up in turn would."""
-        get = self.get
-        new = [token for token in tokens if get(token) is None]
-        if new:
+        ids = list(map(self.get, tokens))  # None for a token not met before
+        at = [n for n, known in enumerate(ids) if known is None]
+        if at:  # looked up once each (a large dict's lookups are cache misses)
+            new = [tokens[n] for n in at]
             vocabulary = self.vocabulary
-            for token, term in zip(new, self.terms_of(new)):
-                self[token] = vocabulary[term] if term else -1
-        return list(map(self.__getitem__, tokens))
+            for n, token, term in zip(at, new, self.terms_of(new)):
+                ids[n] = self[token] = vocabulary[term] if term else -1
+        return ids
 
 
 @njit(nogil=True, cache=True)
