@@ -410,3 +410,47 @@ def test_the_doc_store_thread_writes_the_one_thread_store(tmp_path):
     repeated = docs[:1500] + [docs[3]] + docs[1500:]
     with pytest.raises(InputError, match=r"duplicate document id 'd00003' \(document 1501 "):
         list(docstore.write_docstore(tmp_path / "repeated.sqlite", repeated))
+
+
+def test_the_token_tables_thread_builds_the_one_thread_index(tmp_path, monkeypatch):
+    """The tables' pass over each batch in a thread of its own, batches ahead of the analysis
+    (native._add_here), gives the index add_texts gives in one thread; an error while reading
+    stops that thread."""
+    import random
+    import threading
+
+    from retrieval.index import native
+
+    rng = random.Random(7)
+    pool = ["alpha", "Beta", "gamma's", "café", "Ωmega", "漢字", "1,000", "the", "x_y", "DELTA", "naïve"]
+    def word() -> str:  # often a new one: 50,000 distinct tokens outgrow the tables' first arrays
+        return rng.choice(pool) if rng.random() < 0.3 else f"{rng.choice('tTé')}{rng.randrange(10**6)}"
+
+    docs = [Document(f"d{i:04d}", "", " ".join(word() for _ in range(rng.randint(0, 150))))
+            for i in range(900)]
+    monkeypatch.setattr(native, "FOUND_BATCH", 7)  # many batches: the tables grow while the thread runs
+    monkeypatch.setattr(native, "FOUND_AHEAD", 3)
+    build_index(docs, tmp_path / "threads", progress=False)
+
+    def one_thread(builder, batches, analyzer):
+        for batch in batches:
+            builder.add_texts([doc.contents for doc in batch], analyzer.tokens)
+            yield batch
+
+    monkeypatch.setattr(native, "_add_here", one_thread)
+    build_index(docs, tmp_path / "one", progress=False)
+    names = sorted(p.name for p in (tmp_path / "one" / "inverted").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "threads" / "inverted").iterdir())
+    for name in names:
+        assert ((tmp_path / "one" / "inverted" / name).read_bytes()
+                == (tmp_path / "threads" / "inverted" / name).read_bytes()), name
+    monkeypatch.undo()
+    monkeypatch.setattr(native, "FOUND_BATCH", 7)
+
+    def broken():
+        yield from docs[:100]
+        raise RuntimeError("crash in the middle of a build")
+
+    with pytest.raises(RuntimeError, match="crash in the middle"):
+        build_index(broken(), tmp_path / "broken", progress=False)
+    assert not any(t.name.startswith("token tables") for t in threading.enumerate())
