@@ -59,7 +59,8 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
 
     An existing index at `path` is replaced only once the new one is complete.
     The documents are analysed in this thread and stored beside it by a doc-store thread
-    (docstore.DocStoreWriter), as tantivy's writer compresses its doc store in a thread of its own.
+    (docstore.DocStoreWriter), as tantivy's writer compresses its doc store in a thread of its own;
+    with one process, the token tables' compiled pass over the texts runs in a third (_add_here).
     `workers` > 1 builds in that many processes (same index): this one reads the documents, stores
     them and writes the postings, the `workers` - 1 others tokenize and analyse the texts, each
     through the compiled token tables with a vocabulary of its own mapped to the index's
