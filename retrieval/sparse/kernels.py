@@ -383,7 +383,7 @@ def _cursors(indptr, bases, terms):
 def _add_and_scan(window_scores, docnos, codes, table, base, cursor, end, weights, start, stop, before,
                   threshold, heap_scores, heap_docs, k, allow):
     """With the heap full: add the window's postings (_add_window), offer its slots to the heap only if
-    its largest sum can enter, and zero them; returns the heap's threshold after."""
+    a sum of it reaches the k-th score, and zero them; returns the heap's threshold after."""
     span, above, _ = _add_window(window_scores, docnos, codes, table, base, cursor, end, weights, start, stop,
                                  before, threshold)
     if above:
@@ -404,9 +404,10 @@ def exhaustive_top_k(indptr, docnos, codes, table, bases, terms, weights, k, win
     compares (score, docno) in full, so the visiting order does not matter.
     Until the heap holds k hits above 0, every document touched is offered (a
     document can score 0.0); after that an untouched slot (0.0) cannot enter,
-    so a window only adds its postings, keeping the largest sum it writes.
-    With no negative term, that is the window's best score: below the k-th,
-    its slots are just zeroed; otherwise (rare at small k) they are offered.
+    so a window only adds its postings, noting whether a sum it writes
+    reaches the k-th score. With no negative term, sums only grow, so that
+    tells whether the window's best score does: if not, its slots are just
+    zeroed; otherwise (rare at small k) they are offered.
     """
     if len(terms) == 0 or k <= 0:
         return 0
