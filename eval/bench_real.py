@@ -35,8 +35,10 @@ data. "On disk" is the whole index directory (ours: with the doc store).
 
 Search, end to end (query text in, per query doc ids or hits out), BM25 k1 0.9
 b 0.4 (tantivy: its fixed k1 1.2 b 0.75), one thread, top 10 and top 1000 on
-both query sets, every engine timed round-robin in one process
-(benchlib.round_robin: a warm-up pass each, then --repeats rounds); the table
+both query sets, round-robin: each engine searches in a child process of its
+own (loaded once, kept for the run), the parent asks each in turn for one
+pass over a query set (a warm-up pass each, then --repeats rounds), timed in
+the child around the search alone; the table
 gives the median queries/s with the range, and the ratio of ours to the
 fastest peer taken within each round. tantivy's timed search returns its hits
 (score and address); mapping them to doc ids (a stored-field read per hit)
@@ -208,7 +210,7 @@ def index_dir(engine: str) -> str:
 BUILDS = {"ours": build_ours, "bm25s": build_bm25s, "tantivy": build_tantivy, "pisa": build_pisa}
 
 
-# ---- search (one child process, round-robin) ----------------------------------------------------
+# ---- search (a child process per engine, round-robin) ----------------------------------------------------
 
 
 def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
@@ -285,31 +287,90 @@ def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
     return out
 
 
-def child_search(scratch: Path, corpus: Path, engines: str, repeats: int) -> dict:
-    from benchlib import round_robin
+def serve(scratch: Path, corpus: Path, engine: str) -> None:
+    """A search child for one engine: loads its searchers, then answers one JSON command a line on stdin
+    ("time": seconds of one pass over a query set; "ids": each query's top 10 doc ids) until stdin closes.
+    Each engine searches in a process of its own, so no engine's memory, caches or thread pools sit beside
+    another's (with all in one process ours ran at about half its speed alone: docs/results/figures.md)."""
+    found = searchers(scratch, corpus, [engine])
+    texts = {name: read_queries(corpus, name) for name in QUERY_SETS}
+    print(json.dumps({"systems": list(found), "queries": {n: len(t) for n, t in texts.items()}}), flush=True)
+    for line in sys.stdin:
+        command = json.loads(line)
+        search, ids = found[command["system"]]
+        queries = texts[command["set"]]
+        if command["do"] == "time":
+            start = time.perf_counter()
+            search(queries, command["k"])
+            print(json.dumps(time.perf_counter() - start), flush=True)
+        else:
+            print(json.dumps([[str(d) for d in top[:10]] for top in ids(search(queries, 10))]), flush=True)
 
-    found = searchers(scratch, corpus, engines.split(","))
-    result: dict = {}
-    for name in QUERY_SETS:
-        texts = read_queries(corpus, name)
-        for k in KS:
-            fns = {engine: (lambda f=f, texts=texts, k=k: f(texts, k)) for engine, (f, _) in found.items()}
-            result[f"{name}/{k}"] = round_robin(fns, repeats)
-        ours = found["ours"][1](found["ours"][0](texts, 10))
-        overlap = {}
-        for engine, (f, ids) in found.items():
-            theirs = ids(f(texts, 10))
-            shares = [len(set(a[:10]) & set(b[:10])) / len(a[:10]) for a, b in zip(ours, theirs) if len(a)]
-            overlap[engine] = statistics.mean(shares)
-        result[f"{name}/overlap"] = overlap
-        result[f"{name}/queries"] = len(texts)
-    return result
+
+class SearchChild:
+    """The parent's handle on one engine's search child (`serve`)."""
+
+    def __init__(self, scratch: Path, corpus: Path, engine: str):
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--child", "serve", str(scratch), str(corpus), engine],
+            env=child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        hello = self.answer()
+        self.systems, self.queries = hello["systems"], hello["queries"]
+
+    def answer(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"search child {self.proc.args[-1]} ended (exit status {self.proc.wait()})")
+        return json.loads(line)
+
+    def ask(self, **command):
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        return self.answer()
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def search_round_robin(scratch: Path, corpus: Path, engines: list[str], repeats: int) -> dict:
+    """Every system timed round-robin (a warm-up pass each, then `repeats` rounds), each engine in its own
+    child, the time taken in the child around the search alone; and top-10 overlap with ours."""
+    before = load()
+    children = [SearchChild(scratch, corpus, engine) for engine in engines]
+    try:
+        systems = {s: child for child in children for s in child.systems}
+        result: dict = {f"{n}/queries": children[0].queries[n] for n in QUERY_SETS}
+        for name in QUERY_SETS:
+            for k in KS:
+                times: dict[str, list[float]] = {s: [] for s in systems}
+                for rnd in range(repeats + 1):  # round 0 is the warm-up
+                    for s, child in systems.items():
+                        seconds = child.ask(do="time", system=s, set=name, k=k)
+                        if rnd:
+                            times[s].append(seconds)
+                result[f"{name}/{k}"] = times
+            top = {s: child.ask(do="ids", system=s, set=name) for s, child in systems.items()}
+            result[f"{name}/overlap"] = {s: overlap(top["ours"], theirs) for s, theirs in top.items()}
+    finally:
+        for child in children:
+            child.close()
+    return result | {"load": [before, load()]}
+
+
+def overlap(ours: list[list[str]], theirs: list[list[str]]) -> float:
+    """The mean share of ours' top 10 that the other also returns (queries where ours found something)."""
+    return statistics.mean(len(set(a) & set(b)) / len(a) for a, b in zip(ours, theirs) if a)
+
+
+def child_env() -> dict:
+    return os.environ | {"TQDM_DISABLE": "1", "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
 
 
 def in_child(kind: str, *args: str) -> dict:
-    env = os.environ | {"TQDM_DISABLE": "1", "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", kind, *args], env=env, capture_output=True, text=True
+        [sys.executable, __file__, "--child", kind, *args], env=child_env(), capture_output=True, text=True
     )
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["killed"])[-1][:300]}
@@ -324,7 +385,7 @@ def fmt_rate(times: list[float], n: int) -> str:
     return f"{statistics.median(rates):,.0f} ({rates[0]:,.0f}–{rates[-1]:,.0f})"
 
 
-def table(builds: dict, search: dict, passages_count: int) -> str:
+def table(builds: dict, search: dict, passages_count: int, whole: bool) -> str:
     cells = [f"{name}/{k}" for name in QUERY_SETS for k in KS]
     engines = list(search[cells[0]])
     head = "| engine | " + " | ".join(f"{c.split('/')[0]}, top-{c.split('/')[1]}, q/s" for c in cells)
@@ -369,11 +430,12 @@ def table(builds: dict, search: dict, passages_count: int) -> str:
                   " compressor and merge threads (it stores only the ids). The CPU column counts them all."]
     if "load" in search:
         start, end = search["load"]
-        lines += ["", "Machine load (1-minute average, as `uptime` shows) when the search child started"
+        lines += ["", "Machine load (1-minute average, as `uptime` shows) when the search children started"
                   f" and ended: {start:.2f} → {end:.2f} ({os.cpu_count()} cores; above 1, other work shared"
                   " the machine)."]
+    which = "the whole corpus" if whole else "the first of the corpus"
     return (
-        f"{passages_count:,} passages (the first of the corpus), {search['squad/queries']:,} SQuAD questions"
+        f"{passages_count:,} passages ({which}), {search['squad/queries']:,} SQuAD questions"
         f" and {search['titles/queries']:,} titles; {THREADS} thread{'s' if THREADS > 1 else ''} per engine"
         " (--threads: what each engine does with them is in the script's docstring).\n\n" + "\n".join(lines)
     )
@@ -454,8 +516,8 @@ def main() -> None:
     a = ap.parse_args()
     if a.child:
         kind, *args = a.child
-        if kind == "search":
-            print(json.dumps(measured(child_search, Path(args[0]), Path(args[1]), args[2], int(args[3]))))
+        if kind == "serve":
+            serve(Path(args[0]), Path(args[1]), args[2])
         else:
             print(json.dumps(measured(BUILDS[kind], Path(args[0]), Path(args[1]))))
         return
@@ -478,14 +540,12 @@ def main() -> None:
             print(engine, result, file=sys.stderr, flush=True)
         builds[engine] = json.loads(record.read_text())
     usable = [e for e in a.engines if "error" not in builds[e]]
-    search = in_child("search", str(scratch), str(corpus), ",".join(usable), str(a.repeats))
-    if "error" in search:
-        raise SystemExit(f"search failed: {search['error']}")
+    search = search_round_robin(scratch, corpus, usable, a.repeats)
     (scratch / f"search{index_dir('')}.json").write_text(json.dumps(search))
     from benchlib import publish
 
     text = (
-        f"# BM25 on real text: Wikipedia passages\n{table(builds, search, count)}\n\n"
+        f"# BM25 on real text: Wikipedia passages\n{table(builds, search, count, corpus == a.wiki)}\n\n"
         f"Targets of issue 55 on this run:\n\n{targets(builds, search)}\n"
     )
     publish(a.out, text)
