@@ -1,7 +1,8 @@
 """Benchmark: BM25 on real text (Wikipedia passages) against bm25s, tantivy and PISA, one thread (or two).
 
     python eval/bench_real.py --wiki /work/data/wiki [--passages 200000] [--scratch DIR] [--repeats 5]
-                              [--rebuild] [--engines ours bm25s tantivy pisa] [--threads 1] [--out FILE]
+                              [--rebuild] [--engines ours bm25s tantivy pisa bm25s-ours]
+                              [--threads 1] [--out FILE]
 
 The corpus and its two query sets come from ../shared/tools/wiki_passages.py
 (its docstring says how to build them; 1,370,691 passages): --wiki is its
@@ -45,6 +46,10 @@ fastest peer taken within each round. tantivy's timed search returns its hits
 is left out of its timing. PISA is timed with several query algorithms and
 the best is shown. Top-10 overlap with ours (analyzers differ, so overlap, not
 identity) is the mean share of ours' top 10 each engine also returns.
+Engine bm25s-ours (one of the defaults): bm25s also built from our analysis (this
+project's analyzer's terms as its tokens) and searched once for its top-10
+overlap with ours (same terms and BM25; document lengths differ: ours
+Lucene's one-byte norms, bm25s exact), not timed.
 --threads 2 builds and searches on two threads where an engine can (ours:
 two build processes, one of them tokenizing and analysing, and two search
 threads; tantivy: a two-thread writer, its
@@ -75,7 +80,8 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "real.md"
 KS = (10, 1000)
 QUERY_SETS = ("squad", "titles")
-ENGINES = ("ours", "bm25s", "tantivy", "pisa")
+ENGINES = ("ours", "bm25s", "tantivy", "pisa", "bm25s-ours")
+AGREEMENT = "bm25s fed our analysis"  # searched for top-10 agreement with ours only, not timed
 PISA_ALGORITHMS = ("maxscore", "block_max_maxscore", "block_max_wand")
 
 
@@ -139,6 +145,26 @@ def build_bm25s(corpus: Path, out: Path) -> dict:
         "postings": dir_bytes(out, "*.npy"),
         "bytes": dir_bytes(out),
     }
+
+
+def build_bm25s_ours(corpus: Path, out: Path) -> dict:
+    """bm25s fed this project's analysis (Analyzer(), as our index analyses `contents`), for top-10
+    agreement with ours: the same terms and BM25, so only float32 scores and ties can differ."""
+    import bm25s
+    import numpy as np
+
+    from retrieval.analysis import Analyzer
+    from retrieval.collections import load_documents
+
+    start = time.perf_counter()
+    analyzer, vocab = Analyzer(), {}
+    ids = [np.array([vocab.setdefault(t, len(vocab)) for t in analyzer(d.contents)], dtype=np.int32)
+           for d in load_documents(corpus / "corpus.jsonl")]
+    model = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
+    model.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
+    model.save(str(out))
+    return {"seconds": time.perf_counter() - start, "rss": peak_rss_gb(),
+            "postings": dir_bytes(out, "*.npy"), "bytes": dir_bytes(out)}
 
 
 def build_tantivy(corpus: Path, out: Path) -> dict:
@@ -207,7 +233,8 @@ def index_dir(engine: str) -> str:
     return engine if THREADS == 1 else f"{engine}-{THREADS}t"
 
 
-BUILDS = {"ours": build_ours, "bm25s": build_bm25s, "tantivy": build_tantivy, "pisa": build_pisa}
+BUILDS = {"ours": build_ours, "bm25s": build_bm25s, "tantivy": build_tantivy, "pisa": build_pisa,
+          "bm25s-ours": build_bm25s_ours}
 
 
 # ---- search (a child process per engine, round-robin) ----------------------------------------------------
@@ -243,6 +270,22 @@ def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
             return [[corpus_ids[int(d[1:])] for d in docs] for docs, _ in results]
 
         out["bm25s numba"] = (lambda t, k: search(list(t.values()), k, THREADS), bm25s_ids)
+    if "bm25s-ours" in engines:
+        from bench_scale import load_bm25s
+
+        from retrieval.analysis import Analyzer
+        from retrieval.collections import load_documents
+
+        model, analyzer = load_bm25s(scratch / index_dir("bm25s-ours"), "numba"), Analyzer()
+        doc_ids = [d.id for d in load_documents(corpus / "corpus.jsonl")]
+
+        def bm25s_ours(texts: dict[str, str], k: int) -> list:
+            vocab = model.vocab_dict
+            tokens = [[t for t in analyzer(q) if t in vocab] or [next(iter(vocab))] for q in texts.values()]
+            rows, _ = model.retrieve(tokens, k=k, show_progress=False, n_threads=THREADS)
+            return [[doc_ids[r] for r in row] for row in rows]
+
+        out[AGREEMENT] = (bm25s_ours, lambda r: r)
     if "tantivy" in engines:
         import tantivy
 
@@ -344,10 +387,10 @@ def search_round_robin(scratch: Path, corpus: Path, engines: list[str], repeats:
         result: dict = {f"{n}/queries": children[0].queries[n] for n in QUERY_SETS}
         for name in QUERY_SETS:
             for k in KS:
-                times: dict[str, list[float]] = {s: [] for s in systems}
+                times: dict[str, list[float]] = {s: [] for s in systems if s != AGREEMENT}
                 for rnd in range(repeats + 1):  # round 0 is the warm-up
-                    for s, child in systems.items():
-                        seconds = child.ask(do="time", system=s, set=name, k=k)
+                    for s in times:
+                        seconds = systems[s].ask(do="time", system=s, set=name, k=k)
                         if rnd:
                             times[s].append(seconds)
                 result[f"{name}/{k}"] = times
@@ -428,6 +471,12 @@ def table(builds: dict, search: dict, passages_count: int, whole: bool) -> str:
         lines += ["", "A build on one thread is one indexing thread, with helper threads beside it: ours, its"
                   " doc-store thread (titles and texts compressed and stored); tantivy, its doc-store"
                   " compressor and merge threads (it stores only the ids). The CPU column counts them all."]
+    if AGREEMENT in search["squad/overlap"]:
+        agreement = " / ".join(f"{search[f'{q}/overlap'][AGREEMENT]:.3f}" for q in QUERY_SETS)
+        lines += ["", "Top-10 overlap of bm25s fed our analysis with ours (squad / titles; not timed):"
+                  f" {agreement}. Same terms, k1 and b; ours keeps document lengths as Lucene's one-byte"
+                  " norms (for Anserini parity), bm25s exact lengths, so scores differ slightly, and so do"
+                  " some top-10s."]
     if "load" in search:
         start, end = search["load"]
         lines += ["", "Machine load (1-minute average, as `uptime` shows) when the search children started"
