@@ -1,7 +1,8 @@
 """Benchmark: BM25 on real text (Wikipedia passages) against bm25s, tantivy and PISA, one thread (or two).
 
     python eval/bench_real.py --wiki /work/data/wiki [--passages 200000] [--scratch DIR] [--repeats 5]
-                              [--rebuild] [--engines ours bm25s tantivy pisa] [--threads 1] [--out FILE]
+                              [--rebuild] [--engines ours bm25s tantivy pisa bm25s-ours]
+                              [--threads 1] [--out FILE]
 
 The corpus and its two query sets come from ../shared/tools/wiki_passages.py
 (its docstring says how to build them; 1,370,691 passages): --wiki is its
@@ -35,14 +36,20 @@ data. "On disk" is the whole index directory (ours: with the doc store).
 
 Search, end to end (query text in, per query doc ids or hits out), BM25 k1 0.9
 b 0.4 (tantivy: its fixed k1 1.2 b 0.75), one thread, top 10 and top 1000 on
-both query sets, every engine timed round-robin in one process
-(benchlib.round_robin: a warm-up pass each, then --repeats rounds); the table
+both query sets, round-robin: each engine searches in a child process of its
+own (loaded once, kept for the run), the parent asks each in turn for one
+pass over a query set (a warm-up pass each, then --repeats rounds), timed in
+the child around the search alone; the table
 gives the median queries/s with the range, and the ratio of ours to the
 fastest peer taken within each round. tantivy's timed search returns its hits
 (score and address); mapping them to doc ids (a stored-field read per hit)
 is left out of its timing. PISA is timed with several query algorithms and
 the best is shown. Top-10 overlap with ours (analyzers differ, so overlap, not
 identity) is the mean share of ours' top 10 each engine also returns.
+Engine bm25s-ours (one of the defaults): bm25s also built from our analysis (this
+project's analyzer's terms as its tokens) and searched once for its top-10
+overlap with ours (same terms and BM25; document lengths differ: ours
+Lucene's one-byte norms, bm25s exact), not timed.
 --threads 2 builds and searches on two threads where an engine can (ours:
 two build processes, one of them tokenizing and analysing, and two search
 threads; tantivy: a two-thread writer, its
@@ -73,7 +80,8 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "real.md"
 KS = (10, 1000)
 QUERY_SETS = ("squad", "titles")
-ENGINES = ("ours", "bm25s", "tantivy", "pisa")
+ENGINES = ("ours", "bm25s", "tantivy", "pisa", "bm25s-ours")
+AGREEMENT = "bm25s fed our analysis"  # searched for top-10 agreement with ours only, not timed
 PISA_ALGORITHMS = ("maxscore", "block_max_maxscore", "block_max_wand")
 
 
@@ -137,6 +145,26 @@ def build_bm25s(corpus: Path, out: Path) -> dict:
         "postings": dir_bytes(out, "*.npy"),
         "bytes": dir_bytes(out),
     }
+
+
+def build_bm25s_ours(corpus: Path, out: Path) -> dict:
+    """bm25s fed this project's analysis (Analyzer(), as our index analyses `contents`), for top-10
+    agreement with ours: the same terms and BM25, so only float32 scores and ties can differ."""
+    import bm25s
+    import numpy as np
+
+    from retrieval.analysis import Analyzer
+    from retrieval.collections import load_documents
+
+    start = time.perf_counter()
+    analyzer, vocab = Analyzer(), {}
+    ids = [np.array([vocab.setdefault(t, len(vocab)) for t in analyzer(d.contents)], dtype=np.int32)
+           for d in load_documents(corpus / "corpus.jsonl")]
+    model = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
+    model.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
+    model.save(str(out))
+    return {"seconds": time.perf_counter() - start, "rss": peak_rss_gb(),
+            "postings": dir_bytes(out, "*.npy"), "bytes": dir_bytes(out)}
 
 
 def build_tantivy(corpus: Path, out: Path) -> dict:
@@ -205,10 +233,11 @@ def index_dir(engine: str) -> str:
     return engine if THREADS == 1 else f"{engine}-{THREADS}t"
 
 
-BUILDS = {"ours": build_ours, "bm25s": build_bm25s, "tantivy": build_tantivy, "pisa": build_pisa}
+BUILDS = {"ours": build_ours, "bm25s": build_bm25s, "tantivy": build_tantivy, "pisa": build_pisa,
+          "bm25s-ours": build_bm25s_ours}
 
 
-# ---- search (one child process, round-robin) ----------------------------------------------------
+# ---- search (a child process per engine, round-robin) ----------------------------------------------------
 
 
 def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
@@ -241,6 +270,22 @@ def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
             return [[corpus_ids[int(d[1:])] for d in docs] for docs, _ in results]
 
         out["bm25s numba"] = (lambda t, k: search(list(t.values()), k, THREADS), bm25s_ids)
+    if "bm25s-ours" in engines:
+        from bench_scale import load_bm25s
+
+        from retrieval.analysis import Analyzer
+        from retrieval.collections import load_documents
+
+        model, analyzer = load_bm25s(scratch / index_dir("bm25s-ours"), "numba"), Analyzer()
+        doc_ids = [d.id for d in load_documents(corpus / "corpus.jsonl")]
+
+        def bm25s_ours(texts: dict[str, str], k: int) -> list:
+            vocab = model.vocab_dict
+            tokens = [[t for t in analyzer(q) if t in vocab] or [next(iter(vocab))] for q in texts.values()]
+            rows, _ = model.retrieve(tokens, k=k, show_progress=False, n_threads=THREADS)
+            return [[doc_ids[r] for r in row] for row in rows]
+
+        out[AGREEMENT] = (bm25s_ours, lambda r: r)
     if "tantivy" in engines:
         import tantivy
 
@@ -285,31 +330,90 @@ def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
     return out
 
 
-def child_search(scratch: Path, corpus: Path, engines: str, repeats: int) -> dict:
-    from benchlib import round_robin
+def serve(scratch: Path, corpus: Path, engine: str) -> None:
+    """A search child for one engine: loads its searchers, then answers one JSON command a line on stdin
+    ("time": seconds of one pass over a query set; "ids": each query's top 10 doc ids) until stdin closes.
+    Each engine searches in a process of its own, so no engine's memory, caches or thread pools sit beside
+    another's (with all in one process ours ran at about half its speed alone: docs/results/figures.md)."""
+    found = searchers(scratch, corpus, [engine])
+    texts = {name: read_queries(corpus, name) for name in QUERY_SETS}
+    print(json.dumps({"systems": list(found), "queries": {n: len(t) for n, t in texts.items()}}), flush=True)
+    for line in sys.stdin:
+        command = json.loads(line)
+        search, ids = found[command["system"]]
+        queries = texts[command["set"]]
+        if command["do"] == "time":
+            start = time.perf_counter()
+            search(queries, command["k"])
+            print(json.dumps(time.perf_counter() - start), flush=True)
+        else:
+            print(json.dumps([[str(d) for d in top[:10]] for top in ids(search(queries, 10))]), flush=True)
 
-    found = searchers(scratch, corpus, engines.split(","))
-    result: dict = {}
-    for name in QUERY_SETS:
-        texts = read_queries(corpus, name)
-        for k in KS:
-            fns = {engine: (lambda f=f, texts=texts, k=k: f(texts, k)) for engine, (f, _) in found.items()}
-            result[f"{name}/{k}"] = round_robin(fns, repeats)
-        ours = found["ours"][1](found["ours"][0](texts, 10))
-        overlap = {}
-        for engine, (f, ids) in found.items():
-            theirs = ids(f(texts, 10))
-            shares = [len(set(a[:10]) & set(b[:10])) / len(a[:10]) for a, b in zip(ours, theirs) if len(a)]
-            overlap[engine] = statistics.mean(shares)
-        result[f"{name}/overlap"] = overlap
-        result[f"{name}/queries"] = len(texts)
-    return result
+
+class SearchChild:
+    """The parent's handle on one engine's search child (`serve`)."""
+
+    def __init__(self, scratch: Path, corpus: Path, engine: str):
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--child", "serve", str(scratch), str(corpus), engine],
+            env=child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        hello = self.answer()
+        self.systems, self.queries = hello["systems"], hello["queries"]
+
+    def answer(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"search child {self.proc.args[-1]} ended (exit status {self.proc.wait()})")
+        return json.loads(line)
+
+    def ask(self, **command):
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        return self.answer()
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def search_round_robin(scratch: Path, corpus: Path, engines: list[str], repeats: int) -> dict:
+    """Every system timed round-robin (a warm-up pass each, then `repeats` rounds), each engine in its own
+    child, the time taken in the child around the search alone; and top-10 overlap with ours."""
+    before = load()
+    children = [SearchChild(scratch, corpus, engine) for engine in engines]
+    try:
+        systems = {s: child for child in children for s in child.systems}
+        result: dict = {f"{n}/queries": children[0].queries[n] for n in QUERY_SETS}
+        for name in QUERY_SETS:
+            for k in KS:
+                times: dict[str, list[float]] = {s: [] for s in systems if s != AGREEMENT}
+                for rnd in range(repeats + 1):  # round 0 is the warm-up
+                    for s in times:
+                        seconds = systems[s].ask(do="time", system=s, set=name, k=k)
+                        if rnd:
+                            times[s].append(seconds)
+                result[f"{name}/{k}"] = times
+            top = {s: child.ask(do="ids", system=s, set=name) for s, child in systems.items()}
+            result[f"{name}/overlap"] = {s: overlap(top["ours"], theirs) for s, theirs in top.items()}
+    finally:
+        for child in children:
+            child.close()
+    return result | {"load": [before, load()]}
+
+
+def overlap(ours: list[list[str]], theirs: list[list[str]]) -> float:
+    """The mean share of ours' top 10 that the other also returns (queries where ours found something)."""
+    return statistics.mean(len(set(a) & set(b)) / len(a) for a, b in zip(ours, theirs) if a)
+
+
+def child_env() -> dict:
+    return os.environ | {"TQDM_DISABLE": "1", "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
 
 
 def in_child(kind: str, *args: str) -> dict:
-    env = os.environ | {"TQDM_DISABLE": "1", "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", kind, *args], env=env, capture_output=True, text=True
+        [sys.executable, __file__, "--child", kind, *args], env=child_env(), capture_output=True, text=True
     )
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["killed"])[-1][:300]}
@@ -324,7 +428,7 @@ def fmt_rate(times: list[float], n: int) -> str:
     return f"{statistics.median(rates):,.0f} ({rates[0]:,.0f}–{rates[-1]:,.0f})"
 
 
-def table(builds: dict, search: dict, passages_count: int) -> str:
+def table(builds: dict, search: dict, passages_count: int, whole: bool) -> str:
     cells = [f"{name}/{k}" for name in QUERY_SETS for k in KS]
     engines = list(search[cells[0]])
     head = "| engine | " + " | ".join(f"{c.split('/')[0]}, top-{c.split('/')[1]}, q/s" for c in cells)
@@ -367,13 +471,20 @@ def table(builds: dict, search: dict, passages_count: int) -> str:
         lines += ["", "A build on one thread is one indexing thread, with helper threads beside it: ours, its"
                   " doc-store thread (titles and texts compressed and stored); tantivy, its doc-store"
                   " compressor and merge threads (it stores only the ids). The CPU column counts them all."]
+    if AGREEMENT in search["squad/overlap"]:
+        agreement = " / ".join(f"{search[f'{q}/overlap'][AGREEMENT]:.3f}" for q in QUERY_SETS)
+        lines += ["", "Top-10 overlap of bm25s fed our analysis with ours (squad / titles; not timed):"
+                  f" {agreement}. Same terms, k1 and b; ours keeps document lengths as Lucene's one-byte"
+                  " norms (for Anserini parity), bm25s exact lengths, so scores differ slightly, and so do"
+                  " some top-10s."]
     if "load" in search:
         start, end = search["load"]
-        lines += ["", "Machine load (1-minute average, as `uptime` shows) when the search child started"
+        lines += ["", "Machine load (1-minute average, as `uptime` shows) when the search children started"
                   f" and ended: {start:.2f} → {end:.2f} ({os.cpu_count()} cores; above 1, other work shared"
                   " the machine)."]
+    which = "the whole corpus" if whole else "the first of the corpus"
     return (
-        f"{passages_count:,} passages (the first of the corpus), {search['squad/queries']:,} SQuAD questions"
+        f"{passages_count:,} passages ({which}), {search['squad/queries']:,} SQuAD questions"
         f" and {search['titles/queries']:,} titles; {THREADS} thread{'s' if THREADS > 1 else ''} per engine"
         " (--threads: what each engine does with them is in the script's docstring).\n\n" + "\n".join(lines)
     )
@@ -454,8 +565,8 @@ def main() -> None:
     a = ap.parse_args()
     if a.child:
         kind, *args = a.child
-        if kind == "search":
-            print(json.dumps(measured(child_search, Path(args[0]), Path(args[1]), args[2], int(args[3]))))
+        if kind == "serve":
+            serve(Path(args[0]), Path(args[1]), args[2])
         else:
             print(json.dumps(measured(BUILDS[kind], Path(args[0]), Path(args[1]))))
         return
@@ -478,14 +589,12 @@ def main() -> None:
             print(engine, result, file=sys.stderr, flush=True)
         builds[engine] = json.loads(record.read_text())
     usable = [e for e in a.engines if "error" not in builds[e]]
-    search = in_child("search", str(scratch), str(corpus), ",".join(usable), str(a.repeats))
-    if "error" in search:
-        raise SystemExit(f"search failed: {search['error']}")
+    search = search_round_robin(scratch, corpus, usable, a.repeats)
     (scratch / f"search{index_dir('')}.json").write_text(json.dumps(search))
     from benchlib import publish
 
     text = (
-        f"# BM25 on real text: Wikipedia passages\n{table(builds, search, count)}\n\n"
+        f"# BM25 on real text: Wikipedia passages\n{table(builds, search, count, corpus == a.wiki)}\n\n"
         f"Targets of issue 55 on this run:\n\n{targets(builds, search)}\n"
     )
     publish(a.out, text)
