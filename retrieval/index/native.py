@@ -102,6 +102,8 @@ def build_index(documents: Iterable[Document], path: str | Path, source: str = "
         if not doc_ids:
             raise InputError("the collection has no documents")  # the caller names it
         ids = np.array(doc_ids, dtype=str)
+        del doc_ids
+        builder.drop_token_tables()  # every text added: what remains needs only the vocabulary
         by_id = np.argsort(ids, kind="stable")
         docno_of = np.empty(len(ids), dtype=np.int64)
         docno_of[by_id] = np.arange(len(ids))

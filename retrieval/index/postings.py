@@ -424,6 +424,11 @@ class InvertedIndexBuilder:
             yield terms, docs, tfs
         yield last
 
+    def drop_token_tables(self) -> None:
+        """Free the token tables and the token -> term id dictionary (`write` needs only the
+        vocabulary): once every text is added, so they are not held through `write`'s peak."""
+        self.token_ids = self.ascii = self.unicode = None
+
     def write(self, out: Path, docno_of: np.ndarray | None = None,
               chunk_postings: int = 1 << 24) -> dict[str, Any]:
         """Write the arrays into `out` and return collection statistics.
