@@ -159,7 +159,8 @@ def build_bm25s(corpus: Path, out: Path) -> dict:
 
 def build_bm25s_ours(corpus: Path, out: Path) -> dict:
     """bm25s fed this project's analysis (Analyzer(), as our index analyses `contents`), for top-10
-    agreement with ours: the same terms and BM25, so only float32 scores and ties can differ."""
+    agreement with ours: the same terms and BM25; document lengths differ (ours Lucene's one-byte
+    norms, bm25s exact), and bm25s scores in float32."""
     import bm25s
     import numpy as np
 
@@ -245,7 +246,7 @@ BUILDS = {"ours": build_ours, "bm25s": build_bm25s, "tantivy": build_tantivy, "p
           "bm25s-ours": build_bm25s_ours}
 
 
-# ---- search (a child process per engine, round-robin) ----------------------------------------------------
+# ---- search (a child process per engine, round-robin) -----------------------------------------
 
 
 def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
@@ -267,33 +268,25 @@ def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
         ids = lambda results: [list(d) for d, _ in results]  # noqa: E731
         out["ours"] = (ours, ids)
         out["ours, packed blocks (block-max)"] = (lambda t, k: ours(t, k, "blockmax"), ids)
-    if "bm25s" in engines:
-        sys.path.insert(0, str(HERE))
+    if "bm25s" in engines or "bm25s-ours" in engines:
         from bench_scale import bm25s_searcher, load_bm25s
 
-        search = bm25s_searcher(load_bm25s(scratch / index_dir("bm25s"), "numba"))
         corpus_ids = [d["_id"] for d in passages(corpus)]  # bm25s numbers documents in corpus order
 
         def bm25s_ids(results: list) -> list:
             return [[corpus_ids[int(d[1:])] for d in docs] for docs, _ in results]
 
-        out["bm25s numba"] = (lambda t, k: search(list(t.values()), k, THREADS), bm25s_ids)
-    if "bm25s-ours" in engines:
-        from bench_scale import load_bm25s
+        def bm25s(engine: str, **tokenize):
+            search = bm25s_searcher(load_bm25s(scratch / index_dir(engine), "numba"), **tokenize)
+            return (lambda t, k: search(list(t.values()), k, THREADS)), bm25s_ids
 
-        from retrieval.analysis import Analyzer
-        from retrieval.collections import load_documents
+        if "bm25s" in engines:
+            out["bm25s numba"] = bm25s("bm25s")
+        if "bm25s-ours" in engines:
+            from retrieval.analysis import Analyzer
 
-        model, analyzer = load_bm25s(scratch / index_dir("bm25s-ours"), "numba"), Analyzer()
-        doc_ids = [d.id for d in load_documents(corpus / "corpus.jsonl")]
-
-        def bm25s_ours(texts: dict[str, str], k: int) -> list:
-            vocab = model.vocab_dict
-            tokens = [[t for t in analyzer(q) if t in vocab] or [next(iter(vocab))] for q in texts.values()]
-            rows, _ = model.retrieve(tokens, k=k, show_progress=False, n_threads=THREADS)
-            return [[doc_ids[r] for r in row] for row in rows]
-
-        out[AGREEMENT] = (bm25s_ours, lambda r: r)
+            analyzer = Analyzer()
+            out[AGREEMENT] = bm25s("bm25s-ours", tokenize=lambda texts: list(map(analyzer, texts)))
     if "tantivy" in engines:
         import tantivy
 
@@ -593,15 +586,15 @@ def main() -> None:
         raise SystemExit("--engines must include ours")
     scratch = a.scratch or a.wiki / f"bench-{a.passages or 'all'}"
     corpus, count = slice_corpus(a.wiki, scratch, a.passages)
-    builds, built = {}, set()
+    builds = {}
     for engine in a.engines:
         record = scratch / f"{index_dir(engine)}.build.json"
-        if a.rebuild or not record.is_file():
-            built.add(engine)
+        rebuilt = a.rebuild or not record.is_file()
+        if rebuilt:
             result = in_child(engine, str(corpus), str(scratch / index_dir(engine)))
             record.write_text(json.dumps(result))
             print(engine, result, file=sys.stderr, flush=True)
-        builds[engine] = json.loads(record.read_text()) | {"reused": not (a.rebuild or engine in built)}
+        builds[engine] = json.loads(record.read_text()) | {"reused": not rebuilt}
     usable = [e for e in a.engines if "error" not in builds[e]]
     search = search_round_robin(scratch, corpus, usable, a.repeats)
     (scratch / f"search{index_dir('')}.json").write_text(json.dumps(search))

@@ -40,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -137,10 +138,17 @@ def load_bm25s(model_dir: Path, backend: str):
     return model
 
 
-def bm25s_searcher(model):
-    """bm25s end to end, as it is used: search(texts, k, threads) tokenizes the query texts, retrieves
-    the top k and maps rows to doc ids (the id table and vocabulary are built once, untimed)."""
+def bm25s_tokens(texts: list[str]) -> list[list[str]]:
+    """bm25s's own tokenizer as its index was built with it (English stopwords, no stemmer)."""
     import bm25s
+
+    return bm25s.tokenize(texts, stopwords="en", show_progress=False, return_ids=False)
+
+
+def bm25s_searcher(model, tokenize: Callable[[list[str]], list[list[str]]] = bm25s_tokens):
+    """bm25s end to end, as it is used: search(texts, k, threads) tokenizes the query texts (with
+    `tokenize`, the index's tokenizer), retrieves the top k and maps rows to doc ids (the id table and
+    vocabulary are built once, untimed)."""
     import numpy as np
 
     vocab = model.vocab_dict
@@ -148,8 +156,7 @@ def bm25s_searcher(model):
     selection = "numpy" if model.backend == "numpy" else "auto"
 
     def search(texts: list[str], k: int, threads: int) -> list:
-        tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False, return_ids=False)
-        tokens = [[t for t in q if t in vocab] or [next(iter(vocab))] for q in tokens]
+        tokens = [[t for t in q if t in vocab] or [next(iter(vocab))] for q in tokenize(texts)]
         rows, scores = model.retrieve(tokens, k=k, show_progress=False, n_threads=threads,
                                       backend_selection=selection)
         return [(doc_ids[r], s) for r, s in zip(rows, scores)]
