@@ -44,9 +44,12 @@ own (loaded once, kept for the run), the parent asks each in turn for one
 pass over a query set (a warm-up pass each, then --repeats rounds), timed in
 the child around the search alone; the table
 gives the median queries/s with the range, and the ratio of ours to the
-fastest peer taken within each round. tantivy's timed search returns its hits
-(score and address); mapping them to doc ids (a stored-field read per hit)
-is left out of its timing. PISA is timed with several query algorithms and
+fastest peer taken within each round. Each timed search returns the engine's
+own hits, and mapping them to doc ids is left out of its timing, the same work
+on every side: ours returns docnos and scores (an array lookup maps them),
+bm25s corpus positions, tantivy scores and addresses (a stored-field read per
+hit); PISA's API returns doc ids itself, so its timing includes them. PISA is
+timed with several query algorithms and
 the best is shown. Top-10 overlap with ours (analyzers differ, so overlap, not
 identity) is the mean share of ours' top 10 each engine also returns.
 Engine bm25s-ours (one of the defaults): bm25s also built from our analysis (this
@@ -250,7 +253,7 @@ BUILDS = {"ours": build_ours, "bm25s": build_bm25s, "tantivy": build_tantivy, "p
 
 
 def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
-    """name -> (function(texts, k) -> per query list of doc ids (or hits), function for doc ids)."""
+    """name -> (function(texts, k) -> per query the engine's own hits (timed), function: hits -> doc ids)."""
     out = {}
     if "ours" in engines:
         from retrieval.index.native import Index
@@ -262,10 +265,9 @@ def searchers(scratch: Path, corpus: Path, engines: list[str]) -> dict:
         def ours(texts: dict[str, str], k: int, method: str = "auto") -> list:
             ranker = rankers[k]
             weighted = [ranker.weighted(ranker.analyse(t)) for t in texts.values()]
-            results = ranker.searcher.search_many(weighted, k, THREADS, method=method)
-            return [(ours_index.doc_id_objects[d], s) for d, s in results]
+            return ranker.searcher.search_many(weighted, k, THREADS, method=method)  # (docnos, scores)
 
-        ids = lambda results: [list(d) for d, _ in results]  # noqa: E731
+        ids = lambda results: [list(ours_index.doc_id_objects[d]) for d, _ in results]  # noqa: E731
         out["ours"] = (ours, ids)
         out["ours, packed blocks (block-max)"] = (lambda t, k: ours(t, k, "blockmax"), ids)
     if "bm25s" in engines or "bm25s-ours" in engines:
