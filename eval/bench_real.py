@@ -37,7 +37,7 @@ vocabulary and lengths); bm25s, its sparse score matrix; tantivy, its .idx
 (doc ids and frequencies) files; PISA, the compressed index and its block-max
 data. "On disk" is the whole index directory (ours: with the doc store).
 
-Search, end to end (query text in, per query doc ids or hits out), BM25 k1 0.9
+Search, end to end (query text in, per query the engine's hits out), BM25 k1 0.9
 b 0.4 (tantivy: its fixed k1 1.2 b 0.75), one thread, top 10 and top 1000 on
 both query sets, round-robin: each engine searches in a child process of its
 own (loaded once, kept for the run), the parent asks each in turn for one
