@@ -50,7 +50,7 @@ on every side: ours returns docnos and scores (an array lookup maps them),
 bm25s corpus positions, tantivy scores and addresses (a stored-field read per
 hit); PISA's API returns doc ids itself, so its timing includes them. tantivy
 searches with count=False: counting every match, its Python binding's
-default, keeps it from skipping (+15–25% here without it). PISA is
+default, keeps it from skipping. PISA is
 timed with several query algorithms and
 the best is shown. Top-10 overlap with ours (analyzers differ, so overlap, not
 identity) is the mean share of ours' top 10 each engine also returns.
