@@ -233,6 +233,27 @@ def test_exhaustive_kernel_is_the_same_for_any_window(window, tmp_path):
             assert same(got, [searcher.search(q, k) for q in queries]), (k, large_k)
 
 
+@pytest.mark.parametrize("kind", ["spread", "ties", "zeros", "wide", "few"])
+def test_the_radix_select_finds_what_a_partition_does(kind):
+    """The buffer's k-th score (kernels._smallest, a radix select on the scores' bits) is np.partition's,
+    on spread scores, many ties, zeros, scores over many magnitudes and arrays of a few."""
+    from retrieval.sparse import kernels
+
+    rng = np.random.default_rng(len(kind))
+    for _ in range(40):
+        size = int(rng.integers(1, 6)) if kind == "few" else 3000
+        values = {
+            "spread": rng.gamma(2.0, 3.0, size),
+            "ties": rng.integers(0, 40, size).astype(float),
+            "zeros": np.where(rng.random(size) < 0.7, 0.0, rng.random(size)),
+            "wide": rng.gamma(0.05, 1e3, size) * 10.0 ** rng.integers(-300, 300, size),
+            "few": rng.random(size),
+        }[kind]
+        ranks = range(size) if kind == "few" else (0, size // 3, size - 1000, size - 1)
+        for t in ranks:
+            assert kernels._smallest(values.copy(), t) == np.partition(values, t)[t], (kind, t)
+
+
 @pytest.mark.parametrize("window", [1, 2, 7, 64])
 def test_skipping_kernel_is_the_same_for_any_window(window, tmp_path):
     """Window skipping (kernels.skipping_top_k) with small windows, so that many are passed: the
