@@ -272,13 +272,13 @@ def test_skipping_kernel_is_the_same_for_any_window(window, tmp_path):
     terms = np.array([t for q in queries for t, _ in q], dtype=np.int64)
     weights = np.array([w for q in queries for _, w in q])
     for shortest in (1, 20, 10**9):
-        row, row_codes = kernels.window_maxima(index.indptr, index.docnos, book.codes, window,
-                                               index.num_docs, shortest, np.empty(0, np.uint32))
+        row, row_codes, row_firsts = kernels.window_maxima(index.indptr, index.docnos, book.codes, window,
+                                                           index.num_docs, shortest, np.empty(0, np.uint32))
         for k in (1, 3, 10, 50):
             docs, scores = np.empty((len(queries), k), np.int64), np.empty((len(queries), k))
             counts = np.empty(len(queries), np.int64)
             kernels.skipping_batch(index.indptr, index.docnos, book.codes, book.table, book.bases,
-                                   row, row_codes, query_ptr, terms, weights,
+                                   row, row_codes, row_firsts, query_ptr, terms, weights,
                                    np.ones(len(queries), np.bool_), k, window, k + 1, docs, scores, counts)
             got = [(docs[r, :n], scores[r, :n]) for r, n in enumerate(counts)]
             assert same(got, [searcher.search(q, k) for q in queries]), (shortest, k)

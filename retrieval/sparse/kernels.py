@@ -51,6 +51,8 @@ CHUNK = 32  # slots whose largest score exhaustive_top_k_kept tests before it lo
 # than 64 at k = 1,000 on held-out SQuAD questions, 1% on titles; not the benchmark queries)
 SPARSE = 4  # exhaustive_top_k_kept zeroes and scans a window with fewer postings than 1/SPARSE of its span
 # of slots by walking its postings again rather than by sweeping the span (short lists: title queries)
+SKIP_SPARSE = 8  # skipping_top_k does so below 1/SKIP_SPARSE (chosen on validation queries, not the
+# benchmark's: docs/design/index-format.md)
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -397,6 +399,47 @@ def _add_and_scan(window_scores, docnos, codes, table, base, cursor, end, weight
 
 
 @njit(nogil=True, cache=True)
+def _offer_walk(window_scores, docnos, before, cursor, start, heap_scores, heap_docs, k, allow):
+    """Offer the full heap each slot the window's postings (before[i] to cursor[i] of each list)
+    touched, at or above its k-th score (that the filter allows), zeroing it: a slot met again is 0.0
+    by then and cannot enter. Returns the heap's threshold after."""
+    for i in range(len(cursor)):
+        for p in range(before[i], cursor[i]):
+            slot = docnos[p] - start
+            score = window_scores[slot]
+            if score >= heap_scores[0] and _allowed(allow, start + slot):
+                _offer(heap_scores, heap_docs, k, k, score, start + slot)
+            window_scores[slot] = 0.0
+    return heap_scores[0]
+
+
+@njit(nogil=True, cache=True)
+def _zero_walked(window_scores, docnos, before, cursor, start):
+    """_zero_walk, not inlined: the skipping kernel's hot loop keeps its registers."""
+    _zero_walk(window_scores, docnos, before, cursor, start)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _add_and_walk(window_scores, docnos, codes, table, base, cursor, end, weights, start, stop, before,
+                  threshold, heap_scores, heap_docs, k, allow):
+    """_add_and_scan, but a window with fewer postings than 1/SKIP_SPARSE of its span of slots is
+    scanned and zeroed by walking its postings again rather than by sweeping the span (a short
+    query's live windows hold a few dozen postings across a thousand slots)."""
+    span, above, added = _add_window(window_scores, docnos, codes, table, base, cursor, end, weights, start,
+                                     stop, before, threshold)
+    if added * SKIP_SPARSE < span:
+        if above:
+            return _offer_walk(window_scores, docnos, before, cursor, start, heap_scores, heap_docs, k, allow)
+        _zero_walked(window_scores, docnos, before, cursor, start)
+        return threshold
+    if above:
+        _scan_window(window_scores, span, start, heap_scores, heap_docs, k, allow)
+        return heap_scores[0]
+    window_scores[:span] = 0.0
+    return threshold
+
+
+@njit(nogil=True, cache=True)
 def exhaustive_top_k(indptr, docnos, codes, table, bases, terms, weights, k, window_scores, window_seen,
                      window_slots, out_docs, out_scores, allow=None):
     """Top k of one query by scoring every posting, through a k-heap; returns the count.
@@ -646,8 +689,10 @@ def exhaustive_batch(indptr, docnos, codes, table, bases, query_ptr, terms, weig
 @njit(nogil=True, cache=True)
 def window_maxima(indptr, docnos, codes, window, num_docs, shortest, like):
     """Each long list's largest impact code + 1 in every window of `window` documents (docno // window),
-    0 where the list has no posting: (where term t's row starts, -1 for a list under `shortest`
-    postings; the rows, in like's dtype, wide enough for the largest code + 1). Codes rise with impacts
+    0 where the list has no posting, and where its postings of each window begin: (where term t's row
+    starts, -1 for a list under `shortest` postings; the rows, in like's dtype, wide enough for the
+    largest code + 1; the rows of first postings, uint32 counted from the list's start, so a skipping
+    search jumps to a window's postings without searching for them). Codes rise with impacts
     (codebook.py), so a row bounds the list's impacts window by window."""
     windows = (num_docs + window - 1) // window
     row = np.full(len(indptr) - 1, -1, np.int64)
@@ -657,18 +702,26 @@ def window_maxima(indptr, docnos, codes, window, num_docs, shortest, like):
             row[t] = rows * windows
             rows += 1
     out = np.zeros(rows * windows, like.dtype)
+    firsts = np.empty(rows * windows, np.uint32)
     for t in range(len(indptr) - 1):
         if row[t] >= 0:
             r = row[t]
+            seen = 0  # windows whose first posting is set
             for p in range(indptr[t], indptr[t + 1]):
-                w = r + docnos[p] // window
-                out[w] = max(out[w], codes[p] + 1)
-    return row, out
+                w = docnos[p] // window
+                while seen <= w:
+                    firsts[r + seen] = p - indptr[t]
+                    seen += 1
+                out[r + w] = max(out[r + w], codes[p] + 1)
+            while seen < windows:
+                firsts[r + seen] = indptr[t + 1] - indptr[t]
+                seen += 1
+    return row, out, firsts
 
 
 @njit(nogil=True, cache=True)
-def skipping_top_k(indptr, docnos, codes, table, bases, row, row_codes, terms, weights, k, window_scores,
-                   window_seen, window_slots, out_docs, out_scores, allow=None):
+def skipping_top_k(indptr, docnos, codes, table, bases, row, row_codes, row_firsts, terms, weights, k,
+                   window_scores, window_seen, window_slots, out_docs, out_scores, allow=None):
     """exhaustive_top_k (the same sums, heap and result) passing the windows that cannot hold a hit.
 
     Windows are aligned to multiples of len(window_scores) (the window of
@@ -682,7 +735,10 @@ def skipping_top_k(indptr, docnos, codes, table, bases, row, row_codes, terms, w
     reading a long list's postings: windows come in docno order, so a later
     document with a score equal to the k-th loses the tie. A window that may
     hold a hit has every list's postings added in query order (the
-    exhaustive sums, bit for bit), the long lists' cursors first sought to it.
+    exhaustive sums, bit for bit), each long list's cursor first set to the
+    window's first posting (row_firsts, window_maxima's); a window whose
+    postings are few beside its span of slots is then scanned and cleared by
+    walking them (_add_and_walk).
     """
     m = len(terms)
     if m == 0 or k <= 0:
@@ -731,28 +787,29 @@ def skipping_top_k(indptr, docnos, codes, table, bases, row, row_codes, terms, w
                 cursor[i] = p
                 if p < end[i] and docnos[p] < stop:
                     ceiling += bound[i]
-        w += 1
         if ceiling * BOUND_SLACK <= threshold:
+            w += 1
             continue
         for i in range(m):
-            if rows[i] >= 0:
-                cursor[i] = _seek(docnos, cursor[i], end[i], start)
-        threshold = _add_and_scan(window_scores, docnos, codes, table, base, cursor, end, weights, start,
+            if rows[i] >= 0:  # to the window's first posting (the cursor is never past it)
+                cursor[i] = max(cursor[i], indptr[terms[i]] + np.int64(row_firsts[rows[i] + w]))
+        w += 1
+        threshold = _add_and_walk(window_scores, docnos, codes, table, base, cursor, end, weights, start,
                                   stop, before, threshold, heap_scores, heap_docs, k, allow)
     return _drain(heap_scores, heap_docs, size, out_docs, out_scores)
 
 
 @njit(nogil=True, cache=True)
-def skipping_batch(indptr, docnos, codes, table, bases, row, row_codes, query_ptr, terms, weights, skip, k,
-                   window, large_k, out_docs, out_scores, out_counts, allow=None):
+def skipping_batch(indptr, docnos, codes, table, bases, row, row_codes, row_firsts, query_ptr, terms, weights,
+                   skip, k, window, large_k, out_docs, out_scores, out_counts, allow=None):
     """exhaustive_batch, query q through skipping_top_k where skip[q] (and k < large_k)."""
     window_scores, window_seen, window_slots, kept_scores, kept_docs = exhaustive_scratch(k, window, large_k)
     for q in range(len(query_ptr) - 1):
         a, b = query_ptr[q], query_ptr[q + 1]
         if skip[q] and k < large_k:
-            out_counts[q] = skipping_top_k(indptr, docnos, codes, table, bases, row, row_codes, terms[a:b],
-                                           weights[a:b], k, window_scores, window_seen, window_slots,
-                                           out_docs[q], out_scores[q], allow)
+            out_counts[q] = skipping_top_k(indptr, docnos, codes, table, bases, row, row_codes, row_firsts,
+                                           terms[a:b], weights[a:b], k, window_scores, window_seen,
+                                           window_slots, out_docs[q], out_scores[q], allow)
         else:
             out_counts[q] = exhaustive_query(indptr, docnos, codes, table, bases, terms[a:b], weights[a:b], k,
                                              large_k, window_scores, window_seen, window_slots, kept_scores,

@@ -150,10 +150,11 @@ class ImpactSearcher:
         return "skipping" if k < self.large_k else "exhaustive"
 
     @cached_property
-    def window_rows(self) -> tuple[np.ndarray, np.ndarray]:
-        """kernels.window_maxima of the lists of at least one posting a window on average (2 bytes a
-        posting of those lists at most, 4 with codes past 65,535), computed when a skipping search first
-        needs them."""
+    def window_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """kernels.window_maxima of the lists of at least one posting a window on average (their
+        maxima, 2 bytes a window, 4 with codes past 65,535, and where each window's postings begin, 4
+        bytes a window; at most 6 or 8 bytes a posting of those lists), computed when a skipping search
+        first needs them."""
         index, windows = self.index, -(-self.index.num_docs // kernels.WINDOW)
         runs = np.diff(self.impacts.bases)
         like = np.empty(0, np.uint16 if len(runs) == 0 or runs.max() < 1 << 16 else np.uint32)  # code + 1
