@@ -415,7 +415,8 @@ def _offer_walk(window_scores, docnos, before, cursor, start, heap_scores, heap_
 
 @njit(nogil=True, cache=True)
 def _zero_walked(window_scores, docnos, before, cursor, start):
-    """_zero_walk, not inlined: the skipping kernel's hot loop keeps its registers."""
+    """_zero_walk kept out of line, as _offer_walk is (inlining both timed the same in a scratch copy:
+    titles x1.10 either way against the base)."""
     _zero_walk(window_scores, docnos, before, cursor, start)
 
 
