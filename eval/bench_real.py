@@ -2,7 +2,7 @@
 
     python eval/bench_real.py --wiki /work/data/wiki [--passages 200000] [--scratch DIR] [--repeats 5]
                               [--rebuild] [--engines ours bm25s tantivy pisa bm25s-ours]
-                              [--threads 1] [--out FILE]
+                              [--threads 1] [--queries benchmark] [--out FILE]
 
 The corpus and its two query sets come from ../shared/tools/wiki_passages.py
 (its docstring says how to build them; 1,370,691 passages): --wiki is its
@@ -74,6 +74,10 @@ threads; tantivy: a two-thread writer, its
 search one query at a time on one; PISA: two threads both ways; bm25s: its
 build has no thread setting, its search two), with indexes of their own
 (ENGINE-2t under the scratch directory) and a section of its own.
+--queries validation times the validation query sets of
+eval/validation_queries.py instead (the next 1,000 SQuAD questions and 1,000
+titles, none a benchmark query): search settings are chosen on these, and the
+table goes to WIKI/bench-N/real-validation.md, not into eval/results/.
 Writes eval/results/real.md.
 """
 
@@ -93,6 +97,7 @@ import time
 from pathlib import Path
 
 THREADS = int(os.environ.get("BENCH_REAL_THREADS", "1"))  # --threads (set by main for its children)
+QUERIES = os.environ.get("BENCH_REAL_QUERIES", "benchmark")  # --queries (set by main for its children)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("NUMBA_NUM_THREADS", str(THREADS))
 
@@ -122,8 +127,13 @@ def dir_bytes(path: Path, pattern: str = "*") -> int:
     return sum(f.stat().st_size for f in Path(path).rglob(pattern) if f.is_file())
 
 
+def query_file(name: str) -> str:
+    """The file of query set `name` (squad, titles): the benchmark's, or its validation set (--queries)."""
+    return f"queries-{name}.jsonl" if QUERIES == "benchmark" else f"queries-{name}-validation.jsonl"
+
+
 def read_queries(corpus: Path, name: str) -> dict[str, str]:
-    with open(corpus / f"queries-{name}.jsonl", encoding="utf-8") as f:
+    with open(corpus / query_file(name), encoding="utf-8") as f:
         return {q["_id"]: q["text"] for q in map(json.loads, f)}
 
 
@@ -549,9 +559,11 @@ def table(builds: dict, search: dict, passages_count: int, whole: bool) -> str:
                   f" and ended: {start:.2f} → {end:.2f} ({os.cpu_count()} cores; above 1, other work shared"
                   " the machine)."]
     which = "the whole corpus" if whole else "the first of the corpus"
+    sets = "" if QUERIES == "benchmark" else " (the validation sets, eval/validation_queries.py)"
     return (
         f"{passages_count:,} passages ({which}), {search['squad/queries']:,} SQuAD questions"
-        f" and {search['titles/queries']:,} titles; {THREADS} thread{'s' if THREADS > 1 else ''} per engine"
+        f" and {search['titles/queries']:,} titles{sets};"
+        f" {THREADS} thread{'s' if THREADS > 1 else ''} per engine"
         " (--threads: what each engine does with them is in the script's docstring).\n\n" + "\n".join(lines)
     )
 
@@ -611,7 +623,7 @@ def slice_corpus(wiki: Path, scratch: Path, count: int) -> tuple[Path, int]:
                 dst.write(line)
         (corpus / "corpus.jsonl.tmp").rename(corpus / "corpus.jsonl")
     for name in QUERY_SETS:
-        (corpus / f"queries-{name}.jsonl").write_bytes((wiki / f"queries-{name}.jsonl").read_bytes())
+        (corpus / query_file(name)).write_bytes((wiki / query_file(name)).read_bytes())
     return corpus, count
 
 
@@ -624,9 +636,10 @@ def main() -> None:
     ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--threads", type=int, default=1, choices=(1, 2), help="threads per engine (default 1)")
-    ap.add_argument(
-        "--out", type=Path, default=RESULTS, help="the results file (default eval/results/real.md)"
-    )
+    ap.add_argument("--queries", choices=("benchmark", "validation"), default="benchmark",
+                    help="the benchmark's query sets, or eval/validation_queries.py's (default benchmark)")
+    ap.add_argument("--out", type=Path, help="the results file (default eval/results/real.md; with"
+                    " --queries validation, real-validation.md in the scratch directory)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -638,8 +651,12 @@ def main() -> None:
         return
     if a.wiki is None or not (a.wiki / "corpus.jsonl").is_file():
         raise SystemExit("--wiki: the output directory of ../shared/tools/wiki_passages.py (corpus.jsonl)")
-    global THREADS
-    THREADS = a.threads
+    global THREADS, QUERIES
+    THREADS, QUERIES = a.threads, a.queries
+    missing = [f for f in map(query_file, QUERY_SETS) if not (a.wiki / f).is_file()]
+    if missing:
+        raise SystemExit(f"--wiki: no {', '.join(missing)} (the validation sets: eval/validation_queries.py)")
+    os.environ["BENCH_REAL_QUERIES"] = a.queries  # the children's QUERIES
     os.environ["BENCH_REAL_THREADS"] = str(a.threads)  # the children's THREADS
     os.environ["NUMBA_NUM_THREADS"] = str(a.threads)  # numba's pool (bm25s, ours) is sized when imported
     if "ours" not in a.engines:
@@ -657,14 +674,15 @@ def main() -> None:
         builds[engine] = json.loads(record.read_text()) | {"reused": not rebuilt}
     usable = [e for e in a.engines if "error" not in builds[e]]
     search = search_round_robin(scratch, corpus, usable, a.repeats)
-    (scratch / f"search{index_dir('')}.json").write_text(json.dumps(search))
+    record = f"search{index_dir('')}{'' if QUERIES == 'benchmark' else '-validation'}.json"
+    (scratch / record).write_text(json.dumps(search))
     from benchlib import publish
 
     text = (
         f"# BM25 on real text: Wikipedia passages\n{table(builds, search, count, corpus == a.wiki)}\n\n"
         f"Targets of issue 55 on this run:\n\n{targets(builds, search)}\n"
     )
-    publish(a.out, text)
+    publish(a.out or (RESULTS if QUERIES == "benchmark" else scratch / "real-validation.md"), text)
 
 
 if __name__ == "__main__":

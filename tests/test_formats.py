@@ -248,3 +248,25 @@ def test_an_id_longer_than_the_limit_is_refused(tmp_path):
         list(read_documents(path))
     ok = write(tmp_path, "d.jsonl", json.dumps({"_id": "W" * MAX_ID_CHARS, "text": "x"}) + "\n")
     assert [d.id for d in read_documents(ok)] == ["W" * MAX_ID_CHARS]
+
+
+def test_jsonl_records_read_as_json_reads_them(tmp_path):
+    """JSON Lines are parsed by orjson where it reads a record as json does, else by json: a BOM,
+    huge integers (orjson would make them floats), NaN and extra keys come out as json gives them."""
+    lines = [
+        "\ufeff" + json.dumps({"_id": "a", "title": " T ", "text": " x "}),
+        json.dumps({"_id": 12345678901234567890123, "text": "y"}),
+        json.dumps({"_id": "c", "text": "z", "year": 12345678901234567890123, "lang": "en"}),
+        '{"id": "d", "contents": "w\\u00e9"}',
+    ]
+    path = tmp_path / "c.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    docs = list(read_documents(path))
+    assert [d.id for d in docs] == ["a", "12345678901234567890123", "c", "d"]
+    assert (docs[0].title, docs[0].text, docs[0].metadata) == ("T", "x", None)
+    assert docs[2].metadata == {"year": 12345678901234567890123, "lang": "en"}
+    assert type(docs[2].metadata["year"]) is int
+    assert docs[3].text == "wé"
+    path.write_text(json.dumps({"_id": "a", "text": "x"}) + '\n{"_id": "b", "text": "x", "n": NaN}\n')
+    with pytest.raises(InputError, match=r"c\.jsonl:2: metadata 'n' must be a finite number"):
+        list(read_documents(path))

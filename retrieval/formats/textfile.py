@@ -75,6 +75,22 @@ def streamed_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         raise InputError(f"cannot read ({e})", path) from None
 
 
+def streamed_raw_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
+    """(line number, line's bytes, its end kept) for every non-blank line, as streamed_lines reads them
+    but not decoded (for a parser that takes UTF-8 bytes itself: jsonl's; it decodes with `decode` to
+    name a bad line)."""
+    path = Path(path)
+    try:
+        with _open_binary(path) as f:
+            for n, raw in enumerate(f, 1):
+                if b"\x00" in raw:
+                    raise InputError("NUL byte in text file; expected text", path, n)
+                if not raw.isspace():
+                    yield n, raw
+    except (OSError, EOFError, zlib.error) as e:  # zlib.error: corrupt gzip data
+        raise InputError(f"cannot read ({e})", path) from None
+
+
 def numbered_lines(path: str | Path) -> list[tuple[int, str]]:
     """(line number, line) for every non-blank line. Lines end at "\n", "\r\n" or "\r" only, as
     editors count them (str.splitlines would also split at U+2028, form feeds and other separators,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -249,10 +250,11 @@ class InvertedIndexBuilder:
 
     Postings are kept in flat buffers (4 bytes per token's term id and per
     document) and spilled to `spill_dir` as a run every `run_postings`
-    tokens; `write` merges the runs straight into the memory-mapped output
+    tokens (counted and written by a spill thread while the next run fills);
+    `write` merges the runs straight into the memory-mapped output
     (a compiled counting sort by term, then each term's postings sorted by
-    docno, term range by term range), so memory holds one run, the vocabulary
-    and per-document lengths, whatever the collection size. The arrays are
+    docno, term range by term range), so memory holds two runs at most, the
+    vocabulary and per-document lengths, whatever the collection size. The arrays are
     those of one global sort by (term, docno).
     """
 
@@ -272,13 +274,16 @@ class InvertedIndexBuilder:
         self.spill_dir = spill_dir
         self.run_postings = run_postings
         self.runs: list[Path] = []
+        self._spilled_docs = 0  # documents of the runs spilled (or being spilled)
+        self._spilling: Future | None = None  # the run being spilled in the spill thread
+        self._spill_thread: ThreadPoolExecutor | None = None
         self._tokens = array("i")  # term id of every token of the current run's documents, in order
         self._raw = array("i")  # tokens per document of the current run (those without a term too)
 
     @property
     def documents(self) -> int:
         """Documents added so far."""
-        return len(self.lengths) + len(self._raw)
+        return self._spilled_docs + len(self._raw)
 
     def add(self, terms: list[str]) -> None:
         """Add the next document's terms (its docno is the number added before it)."""
@@ -392,26 +397,47 @@ class InvertedIndexBuilder:
         if self.spill_dir is not None and len(self._tokens) >= self.run_postings:
             self._spill()
 
-    def _run_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The current run: (term ids in first-seen order within each document, add-order doc numbers,
-        tfs), counted in one compiled pass over its tokens; its documents' lengths join `lengths`
-        and it is emptied."""
-        first = len(self.lengths)
-        terms, tfs, sizes, kept = _count(np.frombuffer(self._tokens, dtype=np.int32),
-                                         np.frombuffer(self._raw, dtype=np.int32), len(self.vocab))
-        self.lengths.frombytes(kept.tobytes())
+    def _take_run(self) -> tuple[array, array, int]:
+        """The current run's tokens and tokens per document, and the vocabulary's size; the builder
+        starts a new one."""
+        run = self._tokens, self._raw, len(self.vocab)
+        self._spilled_docs += len(self._raw)
         self._tokens, self._raw = array("i"), array("i")
+        return run
+
+    def _run_arrays(self, tokens: array, raw: array, vocabulary: int) -> tuple[np.ndarray, ...]:
+        """A run (`_take_run`) as (term ids in first-seen order within each document, add-order doc
+        numbers, tfs), counted in one compiled pass over its tokens; its documents' lengths join
+        `lengths` (runs are counted in order, one at a time)."""
+        first = len(self.lengths)
+        terms, tfs, sizes, kept = _count(np.frombuffer(tokens, dtype=np.int32),
+                                         np.frombuffer(raw, dtype=np.int32), vocabulary)
+        self.lengths.frombytes(kept.tobytes())
         docs = np.repeat(np.arange(first, first + len(sizes), dtype=np.int32), sizes)
         return terms, docs, tfs
 
     def _spill(self) -> None:
-        """Write the current run to `spill_dir`: three files, its term ids, documents and tfs (saved
-        apart, not stacked into one array: no copy of the run in memory)."""
+        """Hand the current run to the spill thread, which counts it and writes it to `spill_dir` (three
+        files: its term ids, documents and tfs), while the caller adds the next documents; at most one
+        run is in flight (bounded memory), so this waits for the one before."""
+        self._spilled()
         stem = Path(self.spill_dir) / f"run{len(self.runs):05d}"
         stem.parent.mkdir(parents=True, exist_ok=True)
-        for path, values in zip(self._run_files(stem), self._run_arrays()):
-            save_array(path, values)
+        if self._spill_thread is None:
+            self._spill_thread = ThreadPoolExecutor(1, thread_name_prefix="spill")
+        self._spilling = self._spill_thread.submit(self._write_run, stem, *self._take_run())
         self.runs.append(stem)
+
+    def _write_run(self, stem: Path, *run: object) -> None:
+        """Count a run and save its three arrays apart (not stacked into one: no copy in memory)."""
+        for path, values in zip(self._run_files(stem), self._run_arrays(*run)):
+            save_array(path, values)
+
+    def _spilled(self) -> None:
+        """Wait until the run in the spill thread is written (its error raised here)."""
+        spilling, self._spilling = self._spilling, None
+        if spilling is not None:
+            spilling.result()
 
     def _run_files(self, stem: Path) -> list[Path]:
         return [stem.with_name(f"{stem.name}.{name}.npy") for name in _RUN_PARTS]
@@ -436,7 +462,10 @@ class InvertedIndexBuilder:
         `docno_of[i]` renumbers the i-th added document (default: keep order).
         """
         out.mkdir(parents=True, exist_ok=True)
-        last = self._run_arrays()
+        self._spilled()
+        if self._spill_thread is not None:
+            self._spill_thread.shutdown()
+        last = self._run_arrays(*self._take_run())
         n_docs = len(self.lengths)
         terms = sorted(self.vocab)
         remap = np.empty(len(terms), dtype=np.int32)  # first-seen id -> sorted id
