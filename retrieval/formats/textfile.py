@@ -58,27 +58,11 @@ def head_text(path: str | Path, size: int = 4096) -> str:
     return data.decode("utf-8-sig", errors="ignore")
 
 
-def streamed_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """(line number, line) for every non-blank line, read one line at a time, so a collection of any
-    size streams through in constant memory. Lines end at "\n" (JSON Lines' separator); errors name
-    the line, as read_text's do."""
-    path = Path(path)
-    try:
-        with _open_binary(path) as f:
-            for n, raw in enumerate(f, 1):
-                if b"\x00" in raw:
-                    raise InputError("NUL byte in text file; expected text", path, n)
-                line = decode(raw, path, n).rstrip("\r\n")
-                if line.strip():
-                    yield n, line
-    except (OSError, EOFError, zlib.error) as e:  # zlib.error: corrupt gzip data
-        raise InputError(f"cannot read ({e})", path) from None
-
-
 def streamed_raw_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
-    """(line number, line's bytes, its end kept) for every non-blank line, as streamed_lines reads them
-    but not decoded (for a parser that takes UTF-8 bytes itself: jsonl's; it decodes with `decode` to
-    name a bad line)."""
+    """(line number, line's bytes, its end kept) for every non-blank line, read one line at a time, so a
+    collection of any size streams through in constant memory. Lines end at "\n" (JSON Lines'
+    separator); not decoded, for a parser that takes UTF-8 bytes itself (jsonl's, which decodes a
+    line it cannot read with `decode`, naming the line)."""
     path = Path(path)
     try:
         with _open_binary(path) as f:
