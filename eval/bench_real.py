@@ -655,7 +655,8 @@ def main() -> None:
     THREADS, QUERIES = a.threads, a.queries
     missing = [f for f in map(query_file, QUERY_SETS) if not (a.wiki / f).is_file()]
     if missing:
-        raise SystemExit(f"--wiki: no {', '.join(missing)} (the validation sets: eval/validation_queries.py)")
+        maker = "../shared/tools/wiki_passages.py" if QUERIES == "benchmark" else "eval/validation_queries.py"
+        raise SystemExit(f"--wiki: no {', '.join(missing)} (written by {maker})")
     os.environ["BENCH_REAL_QUERIES"] = a.queries  # the children's QUERIES
     os.environ["BENCH_REAL_THREADS"] = str(a.threads)  # the children's THREADS
     os.environ["NUMBA_NUM_THREADS"] = str(a.threads)  # numba's pool (bm25s, ours) is sized when imported

@@ -16,8 +16,7 @@ from retrieval.formats.textfile import check_id, check_utf8, decode, head_text, 
 from retrieval.types import Document, Queries
 
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
-_BEIR_KEYS = {"_id", "title", "text"}  # a record of only these needs no record_extras
-_PLAIN_KEYS = _BEIR_KEYS | {"id", "contents"}  # (also Anserini's) read by orjson alone
+_PLAIN_KEYS = {"_id", "title", "text", "id", "contents"}  # records of only these: read by orjson alone
 EXPECTED = "expected a JSON object with an \"_id\" (BEIR) or \"id\" and \"contents\" (Anserini)"
 
 
@@ -26,22 +25,16 @@ def _records(path: str | Path, expected: str = EXPECTED) -> Iterator[tuple[int, 
     fields are strings: one object per line, or the elements of a JSON array (a file starting
     with `[`, which Anserini's JsonCollection also reads)."""
     for n, record, escaped in _parsed(path):
-        yield n, _checked(record, escaped, path, n, expected)
-
-
-def _checked(record: object, escaped: bool, path: str | Path, n: int, expected: str = EXPECTED) -> dict:
-    """The record of line `n` once its id is a string or number and its text fields are strings
-    (`escaped`: its line has a \\u escape, so a text may hold a lone surrogate)."""
-    key = "_id" if isinstance(record, dict) and "_id" in record else "id"
-    if not isinstance(record, dict) or not isinstance(record.get(key), (str, int)):
-        raise InputError(expected, path, n)
-    fields = ("title", "text") if key == "_id" else ("contents",)
-    for field in fields:
-        if not isinstance(record.get(field, ""), str):
-            raise InputError(f"field {field!r} must be a string", path, n)
-        if escaped:
-            check_utf8(record.get(field, ""), f"field {field!r}", path, n)
-    return record
+        key = "_id" if isinstance(record, dict) and "_id" in record else "id"
+        if not isinstance(record, dict) or not isinstance(record.get(key), (str, int)):
+            raise InputError(expected, path, n)
+        fields = ("title", "text") if key == "_id" else ("contents",)
+        for field in fields:
+            if not isinstance(record.get(field, ""), str):
+                raise InputError(f"field {field!r} must be a string", path, n)
+            if escaped:  # an escape: it may be a lone surrogate
+                check_utf8(record.get(field, ""), f"field {field!r}", path, n)
+        yield n, record
 
 
 def _parsed(path: str | Path) -> Iterator[tuple[int, object, bool]]:
@@ -130,13 +123,7 @@ def read_jsonl_documents(path: str | Path) -> Iterator[Document]:
     index can index (`retrieval index --fields`), and, with numbers, booleans, lists of strings
     and the members of a `metadata` object, as metadata that filters test.
     """
-    for n, record, escaped in _parsed(path):
-        if (not escaped and type(record) is dict and record.keys() <= _BEIR_KEYS and "_id" in record
-                and type(text := record.get("text")) is str and type(title := record.get("title", "")) is str
-                and type(doc_id := record["_id"]) is str):  # most BEIR records: checked at once
-            yield Document(check_id(doc_id, "document _id", path, n), title.strip(), text.strip())
-            continue
-        record = _checked(record, escaped, path, n)
+    for n, record in _records(path):
         if "_id" in record and "text" not in record:  # e.g. an Anserini record with a stray _id
             raise InputError("expected a \"text\" string beside \"_id\" (BEIR); a record has one id"
                              " key, \"_id\" (BEIR) or \"id\" (Anserini)", path, n)
