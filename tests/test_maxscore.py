@@ -113,6 +113,27 @@ def test_maxscore_equals_exhaustive_on_real_collections(collection, cacm_index, 
                 assert same(ranker.searcher.search_many(queries, k, method=method), exhaustive), (method, k)
 
 
+def test_a_large_index_searches_in_long_windows_with_the_same_results(cacm_index, monkeypatch):
+    """From kernels.LONG_WINDOW_FROM documents on, exhaustive and skipping search take windows of
+    LONG_WINDOW documents: the same top k as the reference (here CACM is made "large", with a long
+    window of 64 documents, so that it holds dozens of them, and one wider than the collection)."""
+    from retrieval.collections import load_topics
+    from retrieval.sparse import kernels
+
+    ranker = BM25(cacm_index)
+    queries = [ranker.weighted(ranker.analyse(t)) for t in load_topics("cacm").values()]
+    expected = {k: [ranker.searcher.search(q, k) for q in queries] for k in (1, 10, 100, 1000)}
+    monkeypatch.setattr(kernels, "LONG_WINDOW_FROM", 0)
+    for long_window in (64, 8192):
+        monkeypatch.setattr(kernels, "LONG_WINDOW", long_window)
+        searcher = ImpactSearcher(cacm_index.inverted, ranker.searcher.impacts)
+        assert searcher.window == long_window
+        for k, reference in expected.items():
+            for method in ("auto", "exhaustive", "skipping"):
+                got = searcher.search_many(queries, k, method=method)
+                assert same(got, reference), (long_window, k, method)
+
+
 IMPACT_FILES = (*CODE_FILES, TABLE_FILE, BASES_FILE, IMPACTS_MODEL_FILE)
 
 

@@ -4,7 +4,7 @@ Impacts come as a codebook (codebook.py): posting p of term t has impact
 table[bases[t] + codes[p]], the same float64 as one stored per posting.
 
 exhaustive_top_k scores every posting, term at a time within windows of
-WINDOW documents (the accumulators stay in the CPU's first-level cache),
+documents (window_for: the accumulators stay in the CPU's first- or second-level cache),
 and selects the top k through a heap; exhaustive_top_k_kept scores the same
 way and selects through a buffer, used from k = LARGE_K on, where it is
 mostly faster (exhaustive_batch picks); skipping_top_k is exhaustive_top_k
@@ -42,17 +42,30 @@ import numpy as np
 from numba import njit
 
 BOUND_SLACK = 1.0 + 1e-9  # >> 2**-53 * terms for any query under 10^6 terms
-WINDOW = 1024  # documents per window of exhaustive_top_k: 8 KiB of scores, within the first-level cache
+WINDOW = 1024  # documents per window: 8 KiB of scores, within the first-level cache (the block kernels',
+# the filtered searches' and small indexes' window)
+LONG_WINDOW = 4096  # the window of exhaustive and skipping search on an index of LONG_WINDOW_FROM documents
+# or more (window_for): 32 KiB of scores, in the second-level cache, but each list read in longer runs
+# (fewer switches between lists). On the Wikipedia passages' validation queries x1.1-1.3 faster than
+# 1,024 at k = 10 and k = 1,000 (8,192 and 16,384 no better); level or faster on 200,000 of them; on
+# CACM and SciFact (one or two windows) 0.8-0.9x at k = 10 (docs/design/index-format.md, "Searching")
+LONG_WINDOW_FROM = 16 * LONG_WINDOW
 LARGE_K = 100  # from this k on, exhaustive scoring keeps candidates in a buffer, not a heap: below it the
 # heap is as fast or faster on CACM and SciFact (eval/bench_topk.py times both, results/topk.md)
 RADIX_BITS = 11  # bits a pass of _smallest's radix select (2,048 counters, within the first-level cache)
 SMALL_SELECT = 64  # _smallest sorts the values left in its bucket once they are this few
-CHUNK = 32  # slots whose largest score exhaustive_top_k_kept tests before it looks at each (32: 3% faster
-# than 64 at k = 1,000 on held-out SQuAD questions, 1% on titles; not the benchmark queries)
-SPARSE = 4  # exhaustive_top_k_kept zeroes and scans a window with fewer postings than 1/SPARSE of its span
-# of slots by walking its postings again rather than by sweeping the span (short lists: title queries)
-SKIP_SPARSE = 8  # skipping_top_k does so below 1/SKIP_SPARSE (chosen on validation queries, not the
-# benchmark's: docs/design/index-format.md)
+CHUNK = 32  # slots whose largest score _keep_above (the block kernels' buffer) tests before it looks at each
+# (32: 3% faster than 64 at k = 1,000 on held-out SQuAD questions, 1% on titles; not the benchmark queries)
+ZERO_WALK = 16  # exhaustive_top_k_kept zeroes a window with fewer postings than 1/ZERO_WALK of its span of
+# slots by walking its postings again rather than by clearing the span (16 and 64 level, 4 slower, on
+# validation queries)
+SKIP_SPARSE = 8  # skipping_top_k scans and zeroes a live window with fewer postings than 1/SKIP_SPARSE of
+# its span by walking them (chosen on validation queries, not the benchmark's: docs/design/index-format.md)
+
+
+def window_for(num_docs: int) -> int:
+    """The window exhaustive and skipping search use on an index of num_docs documents."""
+    return LONG_WINDOW if num_docs >= LONG_WINDOW_FROM else WINDOW
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -312,12 +325,6 @@ def _add_window(window_scores, docnos, codes, table, base, cursor, end, weights,
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _sparse(added, span):
-    """Whether a window's postings are few enough for walking them to beat sweeping its span of slots."""
-    return added * SPARSE < span
-
-
-@njit(nogil=True, cache=True, inline="always")
 def _zero_walk(window_scores, docnos, before, cursor, start):
     """Zero the slots the window's postings (before[i] to cursor[i] of each list) touched."""
     for i in range(len(cursor)):
@@ -561,21 +568,6 @@ def _keep_above(window_scores, span, start, threshold, threshold_bits, kept_scor
     return count
 
 
-@njit(nogil=True, cache=True, inline="always")
-def _keep_walk(window_scores, docnos, before, cursor, start, threshold, kept_scores, kept_docs, count, allow):
-    """_keep_above over the slots the window's postings touched, zeroing each (a slot met again holds
-    0.0, not above the threshold, which is >= 0 here); returns the new count."""
-    for i in range(len(cursor)):
-        for p in range(before[i], cursor[i]):
-            slot = docnos[p] - start
-            score = window_scores[slot]
-            window_scores[slot] = 0.0
-            kept_scores[count] = score
-            kept_docs[count] = start + slot
-            count += score > threshold and _allowed(allow, start + slot)
-    return count
-
-
 @njit(nogil=True, cache=True)
 def _ranked(kept_scores, kept_docs, count, out_docs, out_scores):
     """kept_*[:count] into out_*, score descending, docno ascending."""
@@ -586,6 +578,43 @@ def _ranked(kept_scores, kept_docs, count, out_docs, out_scores):
     for r in range(count):
         out_docs[r] = docs[order[r]]
         out_scores[r] = scores[order[r]]
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _add_postings_noting(window_scores, docnos, codes, table, base, p, e, start, stop, w, floor, noted, n):
+    """_add_postings, noting in noted[n:] each slot whose sum reaches floor here for the first time (sums
+    only grow, so a slot is noted once); returns the first position not added and the new n. The slot
+    is written whatever the outcome and n moves only for a new one: no branch to mispredict."""
+    q, end, one, run = np.uint64(p), np.uint64(e), np.uint64(1), np.uint64(base)
+    while q < end and docnos[q] < stop:
+        slot = np.uint64(docnos[q] - start)
+        prior = window_scores[slot]
+        total = prior + w * table[run + codes[q]]
+        window_scores[slot] = total
+        noted[n] = slot
+        n += np.int64((total >= floor) & (prior < floor))
+        q += one
+    return np.int64(q), n
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _add_window_noting(window_scores, docnos, codes, table, base, cursor, end, weights, start, stop, before,
+                       floor, noted):
+    """_add_window, noting the slots whose final sum is >= floor in noted; returns (slots [0, span)
+    touched, how many are noted, the number of postings added)."""
+    span = 0
+    noted_count = np.int64(0)
+    added = 0
+    for i in range(len(cursor)):
+        first = cursor[i]
+        before[i] = first
+        cursor[i], noted_count = _add_postings_noting(window_scores, docnos, codes, table, base[i], first,
+                                                      end[i], start, stop, weights[i], floor, noted,
+                                                      noted_count)
+        if cursor[i] > first:
+            span = max(span, docnos[cursor[i] - 1] - start + 1)
+            added += cursor[i] - first
+    return span, noted_count, added
 
 
 @njit(nogil=True, cache=True)
@@ -599,8 +628,10 @@ def exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms, weights, k
     when it is full, the k best by (score, docno) stay and their k-th score
     becomes the threshold. Windows come in docno order, so a later document
     can only enter with a score strictly above it (an equal one loses the
-    tie), and only such slots are kept. Until then, every document touched is
-    kept. At the end, the k best are ranked.
+    tie): from then on, adding a window's postings notes the slots whose
+    sums pass the threshold (window_slots), only those are kept, and the
+    window is cleared. Until then, every document touched is kept. At the
+    end, the k best are ranked.
     """
     if len(terms) == 0 or k <= 0:
         return 0
@@ -609,7 +640,6 @@ def exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms, weights, k
     before = np.empty(len(terms), np.int64)
     count = 0
     threshold = -1.0  # below 0 until the buffer first fills: every document touched is kept
-    threshold_bits = np.int64(0)
     floor = 0.0
     while True:
         start = _window_start(docnos, cursor, end)
@@ -617,18 +647,16 @@ def exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms, weights, k
             break
         stop = start + window
         if threshold >= 0.0:
-            span, above, added = _add_window(window_scores, docnos, codes, table, base, cursor, end, weights,
-                                             start, stop, before, floor)
-            if _sparse(added, span):
-                if above:
-                    count = _keep_walk(window_scores, docnos, before, cursor, start, threshold, kept_scores,
-                                       kept_docs, count, allow)
-                else:
-                    _zero_walk(window_scores, docnos, before, cursor, start)
+            span, noted, added = _add_window_noting(window_scores, docnos, codes, table, base, cursor, end,
+                                                    weights, start, stop, before, floor, window_slots)
+            for h in range(noted):
+                slot = window_slots[h]
+                kept_scores[count] = window_scores[slot]
+                kept_docs[count] = start + slot
+                count += _allowed(allow, start + slot)
+            if added * ZERO_WALK < span:
+                _zero_walk(window_scores, docnos, before, cursor, start)
             else:
-                if above:
-                    count = _keep_above(window_scores, span, start, threshold, threshold_bits, kept_scores,
-                                        kept_docs, count, allow)
                 window_scores[:span] = 0.0
         else:
             hits = _add_window_listed(window_scores, window_seen, window_slots, docnos, codes, table, base,
@@ -642,7 +670,6 @@ def exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms, weights, k
                 window_seen[slot] = 0
         if count + window > len(kept_scores):
             threshold = _keep_best(kept_scores, kept_docs, count, k)
-            threshold_bits = np.array([threshold]).view(np.int64)[0]
             floor = np.nextafter(threshold, np.inf)  # a sum >= floor is > threshold
             count = k
     if count > k:

@@ -150,16 +150,21 @@ class ImpactSearcher:
         return "skipping" if k < self.large_k else "exhaustive"
 
     @cached_property
+    def window(self) -> int:
+        """Documents per window of exhaustive and skipping search (kernels.window_for)."""
+        return kernels.window_for(self.index.num_docs)
+
+    @cached_property
     def window_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """kernels.window_maxima of the lists of at least one posting a window on average (their
         maxima, 2 bytes a window, 4 with codes past 65,535, and where each window's postings begin, 4
         bytes a window; at most 6 or 8 bytes a posting of those lists), computed when a skipping search
         first needs them."""
-        index, windows = self.index, -(-self.index.num_docs // kernels.WINDOW)
+        index, windows = self.index, -(-self.index.num_docs // self.window)
         runs = np.diff(self.impacts.bases)
         like = np.empty(0, np.uint16 if len(runs) == 0 or runs.max() < 1 << 16 else np.uint32)  # code + 1
         return kernels.window_maxima(np.asarray(index.indptr), np.asarray(index.docnos),
-                                     np.asarray(self.impacts.codes), kernels.WINDOW, index.num_docs,
+                                     np.asarray(self.impacts.codes), self.window, index.num_docs,
                                      max(1, windows), like)
 
     @cached_property
@@ -196,10 +201,10 @@ class ImpactSearcher:
                                          selective.SEEK_COST, *out)
             elif skipping is not None:
                 skip = np.diff(query[0]) <= SKIP_TERMS
-                kernels.skipping_batch(*postings, *skipping, *query[:3], skip, query[3], kernels.WINDOW,
+                kernels.skipping_batch(*postings, *skipping, *query[:3], skip, query[3], self.window,
                                        self.large_k, *out, allowed)
             else:
-                kernels.exhaustive_batch(*postings, *query, kernels.WINDOW, self.large_k, *out, allowed)
+                kernels.exhaustive_batch(*postings, *query, self.window, self.large_k, *out, allowed)
         return self._batched(queries, k, threads, kernel)
 
     def _block_many(self, queries: list[WeightedQuery], k: int, threads: int,
