@@ -580,21 +580,24 @@ def _ranked(kept_scores, kept_docs, count, out_docs, out_scores):
         out_scores[r] = scores[order[r]]
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True)
 def _add_postings_noting(window_scores, docnos, codes, table, base, p, e, start, stop, w, floor, noted, n):
     """_add_postings, noting in noted[n:] each slot whose sum reaches floor here for the first time (sums
     only grow, so a slot is noted once); returns the first position not added and the new n. The slot
-    is written whatever the outcome and n moves only for a new one: no branch to mispredict."""
+    is written whatever the outcome and n moves only for a new one: no branch to mispredict. Kept out of
+    line, with an unsigned count, so that the loop has registers of its own and no negative-index
+    check on `noted` (x1.05 at k = 1,000 on both validation query sets, docs/design/index-format.md)."""
     q, end, one, run = np.uint64(p), np.uint64(e), np.uint64(1), np.uint64(base)
+    count = np.uint64(n)
     while q < end and docnos[q] < stop:
         slot = np.uint64(docnos[q] - start)
         prior = window_scores[slot]
         total = prior + w * table[run + codes[q]]
         window_scores[slot] = total
-        noted[n] = slot
-        n += np.int64((total >= floor) & (prior < floor))
+        noted[count] = slot
+        count += np.uint64(total >= floor) & np.uint64(prior < floor)
         q += one
-    return np.int64(q), n
+    return np.int64(q), np.int64(count)
 
 
 @njit(nogil=True, cache=True, inline="always")
