@@ -479,8 +479,10 @@ def _unpack_codes_all(indptr, term_blocks, words, offsets, widths, out):
 
 
 def unpack_codes(indptr: np.ndarray, code_blocks: CodeBlocks) -> np.ndarray:
-    """Every posting's impact code (uint32), in CSR order."""
-    out = np.empty(int(indptr[-1]), np.uint32)
+    """Every posting's impact code, in CSR order: uint16 when every block's codes fit in 16 bits (2
+    bytes a posting fewer for the flat kernels to read and hold), else uint32."""
+    narrow = len(code_blocks.widths) == 0 or int(code_blocks.widths.max()) <= 16
+    out = np.empty(int(indptr[-1]), np.uint16 if narrow else np.uint32)
     _unpack_codes_all(
         np.asarray(indptr, np.int64),
         blocks_of(indptr),

@@ -52,6 +52,9 @@ LONG_WINDOW = 4096  # the window of exhaustive and skipping search on an index o
 LONG_WINDOW_FROM = 16 * LONG_WINDOW
 LARGE_K = 100  # from this k on, exhaustive scoring keeps candidates in a buffer, not a heap: below it the
 # heap is as fast or faster on CACM and SciFact (eval/bench_topk.py times both, results/topk.md)
+KEPT = 4  # the buffer of exhaustive_top_k_kept holds KEPT * k + a window of hits before it keeps the k best
+# (2, 4, 8, 16 measured on the validation queries: 4 was x1.01 on the questions and x1.10 on the titles
+# at k = 1,000 against 2, 8 and 16 no better; docs/design/index-format.md)
 RADIX_BITS = 11  # bits a pass of _smallest's radix select (2,048 counters, within the first-level cache)
 SMALL_SELECT = 64  # _smallest sorts the values left in its bucket once they are this few
 CHUNK = 32  # slots whose largest score _keep_above (the block kernels' buffer) tests before it looks at each
@@ -627,7 +630,7 @@ def exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms, weights, k
 
     The same windows and sums as exhaustive_top_k, for large k, where a heap
     costs more than the postings (at k = 1,000 most windows hold a top-k
-    document). A window's hits go into kept_* (room for 2k + a window);
+    document). A window's hits go into kept_* (room for KEPT * k + a window);
     when it is full, the k best by (score, docno) stay and their k-th score
     becomes the threshold. Windows come in docno order, so a later document
     can only enter with a score strictly above it (an equal one loses the
@@ -686,7 +689,7 @@ def exhaustive_top_k_kept(indptr, docnos, codes, table, bases, terms, weights, k
 def exhaustive_scratch(k, window, large_k):
     """The buffers exhaustive_query reuses across a batch's queries: the window's scores, seen marks
     and slots, and (from large_k on) the kept hits' scores and docnos."""
-    kept_scores = np.empty(2 * k + window if k >= large_k else 0)
+    kept_scores = np.empty(KEPT * k + window if k >= large_k else 0)
     return (np.zeros(window), np.zeros(window, np.int64), np.empty(window + 1, np.int64), kept_scores,
             np.empty(len(kept_scores), np.int64))
 
