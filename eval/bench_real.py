@@ -522,6 +522,18 @@ def like_peers(systems: list[str]) -> list[str]:
     return [s for s in systems if not s.startswith("ours") and not s.endswith((OWN_STOPLIST, NO_STEMMER))]
 
 
+def fastest_seconds(times: dict[str, list[float]], peers: list[str]) -> list[float]:
+    """The fastest peer's seconds in each round of one cell (none without peers)."""
+    return [min(times[p][r] for p in peers) for r in range(len(times["ours"]))] if peers else []
+
+
+def ratio_cell(their_seconds: list[float], our_seconds: list[float]) -> str:
+    """How many times as fast ours was, round by round: the median (lowest–highest) of their time over
+    ours in each round."""
+    ratios = [theirs / ours for theirs, ours in zip(their_seconds, our_seconds)]
+    return f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})" if ratios else ""
+
+
 def table(builds: dict, search: dict, passages_count: int, whole: bool) -> str:
     cells = [f"{name}/{k}" for name in QUERY_SETS for k in KS]
     engines = list(search[cells[0]])
@@ -532,32 +544,15 @@ def table(builds: dict, search: dict, passages_count: int, whole: bool) -> str:
         overlap = " / ".join(f"{search[f'{q}/overlap'][engine]:.2f}" for q in QUERY_SETS)
         lines.append(f"| {engine} | " + " | ".join(rates) + f" | {overlap} |")
     peers = like_peers(engines)
-    ratio_cells = []
-    for c in cells:
-        rounds = len(search[c]["ours"])
-        ratios = (
-            [min(search[c][p][r] for p in peers) / search[c]["ours"][r] for r in range(rounds)]
-            if peers
-            else []
-        )
-        ratio_cells.append(
-            f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})" if ratios else ""
-        )
+    ratio_cells = [ratio_cell(fastest_seconds(search[c], peers), search[c]["ours"]) for c in cells]
     lines.append("| ours / fastest peer, within each round | " + " | ".join(ratio_cells) + " | |")
     both = (f"ours{OWN_STOPLIST}", f"PISA maxscore{OWN_STOPLIST}")
     if all(b in engines for b in both):
-        cells_terrier = []
-        for c in cells:
-            ratios = [search[c][both[1]][r] / search[c][both[0]][r] for r in range(len(search[c]["ours"]))]
-            cells_terrier.append(f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})")
         lines.append("| ours / PISA maxscore, both with Terrier's stoplist (not a target) | "
-                     + " | ".join(cells_terrier) + " | |")
+                     + " | ".join(ratio_cell(search[c][both[1]], search[c][both[0]]) for c in cells) + " | |")
     unstemmed = f"bm25s numba{NO_STEMMER}"
     if unstemmed in engines:
-        cells_unstemmed = []
-        for c in cells:
-            ratios = [search[c][unstemmed][r] / search[c]["ours"][r] for r in range(len(search[c]["ours"]))]
-            cells_unstemmed.append(f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})")
+        cells_unstemmed = [ratio_cell(search[c][unstemmed], search[c]["ours"]) for c in cells]
         lines.append("| ours / bm25s without a stemmer (other words; not a target) | "
                      + " | ".join(cells_unstemmed) + " | |")
     lines += [
@@ -630,14 +625,10 @@ def targets(builds: dict, search: dict) -> str:
     cells = [f"{name}/{k}" for name in QUERY_SETS for k in KS]
     peers = like_peers(list(search[cells[0]]))
     if peers:
-        speedups = []
-        for c in cells:
-            rounds = len(search[c]["ours"])
-            speedups.append(
-                statistics.median(
-                    min(search[c][p][r] for p in peers) / search[c]["ours"][r] for r in range(rounds)
-                )
-            )
+        speedups = [
+            statistics.median(t / o for t, o in zip(fastest_seconds(search[c], peers), search[c]["ours"]))
+            for c in cells
+        ]
         met = all(s >= 2 for s in speedups)
         out.append(
             f"- q/s ≥ 2× the fastest peer in every cell: {'met' if met else 'not met'} "
